@@ -1,0 +1,13 @@
+/* nbbs_bunch.c - NBBS_LAYOUT_BUNCH: 4 levels (15 nodes) per 64-bit word, kept
+ * as the 8 bottom nodes' 5-bit slots (40 bits); one CAS per 4 levels. */
+#include "nbbs_atomic.h"
+#include "nbbs_internal.h"
+
+#define WORD uint64_t
+#define LPW 4
+#define FN(name) nbbs__bunch_##name
+#define nb_load_W nb_load_u64
+#define nb_store_W nb_store_u64
+#define nb_cas_W nb_cas_u64
+#define nb_and_W nb_and_u64
+#include "nbbs_core.inc"

@@ -1,0 +1,13 @@
+/* nbbs_tree.c - NBBS_LAYOUT_TREE: one 8-bit state word per node, one CAS per
+ * level climbed (the paper's 1-level layout). */
+#include "nbbs_atomic.h"
+#include "nbbs_internal.h"
+
+#define WORD uint8_t
+#define LPW 1
+#define FN(name) nbbs__tree_##name
+#define nb_load_W nb_load_u8
+#define nb_store_W nb_store_u8
+#define nb_cas_W nb_cas_u8
+#define nb_and_W nb_and_u8
+#include "nbbs_core.inc"
