@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The back-end core must build freestanding and depend on nothing from libc:
+# compile each core source with -ffreestanding -nostdinc-style flags and check
+# that the objects, linked together into one relocatable object (ld -r), have
+# no undefined symbol at all (nm -u), with gcc and with clang.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+core=(src/nbbs_init.c src/nbbs_alloc.c src/nbbs_stats.c src/nbbs_tree.c src/nbbs_bunch.c ${NBBS_FREESTANDING_PLANT:-})
+status=0
+for cc in gcc clang-14; do
+  objs=()
+  for f in "${core[@]}"; do
+    o="$out/$(basename "$f" .c).$cc.o"
+    $cc -std=c11 -O2 -Wall -Wextra -Werror -ffreestanding -fno-stack-protector \
+        -mno-red-zone -fno-pic -Iinclude -Isrc ${NBBS_FREESTANDING_EXTRA:-} -c "$f" -o "$o"
+    objs+=("$o")
+  done
+  ld -r -o "$out/core.$cc.o" "${objs[@]}"
+  undef=$(nm -u "$out/core.$cc.o" | awk '{print $2}' | tr '\n' ' ')
+  if [ -n "$undef" ]; then
+    echo "freestanding: core ($cc) needs: $undef"; status=1
+  fi
+done
+# Only the allowed headers may be included by the core.
+bad=$(grep -hE '^#include <' src/nbbs_core.inc src/nbbs_atomic.h src/nbbs_internal.h include/nbbs.h "${core[@]}" \
+      | grep -vE '<(stddef|stdint|stdbool|stdatomic|limits)\.h>' || true)
+if [ -n "$bad" ]; then echo "freestanding: core includes $bad"; status=1; fi
+if [ $status -eq 0 ]; then
+  echo "freestanding: ${#core[@]} core objects x 2 compilers, no undefined symbols: 1 passed, 0 failed"
+else
+  echo "freestanding: 0 passed, 1 failed"
+fi
+exit $status

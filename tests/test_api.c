@@ -1,0 +1,324 @@
+/*
+ * test_api.c - every public function of libnbbs and every error path, in both
+ * layouts: bad configurations, bad pointers (each must leave the metadata
+ * byte-for-byte unchanged), sizes, alignment, exhaustion, statistics, the
+ * occupancy map, arenas that are not powers of two, PROT_NONE and unmapped
+ * arenas.
+ */
+#define _GNU_SOURCE
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "check.h"
+#include "nbbs.h"
+
+static const nbbs_layout_t layouts[] = { NBBS_LAYOUT_TREE, NBBS_LAYOUT_BUNCH };
+#define FAKE_BASE ((char *)(uintptr_t)0x200000000ull) /* never mapped, never touched */
+
+static void *meta_alloc(size_t n)
+{
+    void *m = aligned_alloc(NBBS_META_ALIGN, (n + NBBS_META_ALIGN - 1) & ~(size_t)(NBBS_META_ALIGN - 1));
+    if (!m)
+        abort();
+    return m;
+}
+
+static void test_config(nbbs_layout_t lay)
+{
+    nbbs_config_t c = { 0, 0, lay };
+    CHECK(nbbs_meta_size(1 << 20, &c) > 0);              /* defaults: 4 KiB blocks */
+    CHECK(nbbs_meta_size(1 << 20, NULL) > 0);            /* NULL config = defaults */
+    c.min_block = 4;
+    CHECK_EQ(nbbs_meta_size(1 << 20, &c), 0);            /* below 8 */
+    c.min_block = 24;
+    CHECK_EQ(nbbs_meta_size(1 << 20, &c), 0);            /* not a power of two */
+    c.min_block = 64;
+    CHECK_EQ(nbbs_meta_size(0, &c), 0);                  /* empty arena */
+    CHECK_EQ(nbbs_meta_size(64 * 10 + 8, &c), 0);        /* not a multiple */
+    c.max_order = 4;
+    CHECK_EQ(nbbs_meta_size(64 * 8, &c), 0);             /* max block larger than the arena */
+    CHECK(nbbs_meta_size(64 * 16, &c) > 0);
+    c.max_order = NBBS_MAX_ORDER + 1;
+    CHECK_EQ(nbbs_meta_size((size_t)1 << 40, &c), 0);    /* beyond the limit */
+    c.min_block = (size_t)1 << 40, c.max_order = 30;
+    CHECK_EQ(nbbs_meta_size((size_t)1 << 62, &c), 0);    /* block size would overflow */
+    c.min_block = 64, c.max_order = 0, c.layout = (nbbs_layout_t)2;
+    CHECK_EQ(nbbs_meta_size(1 << 20, &c), 0);            /* unknown layout */
+    c.layout = (nbbs_layout_t)0;                         /* 0 = BUNCH */
+    nbbs_config_t cb = { 64, 0, NBBS_LAYOUT_BUNCH };
+    CHECK_EQ(nbbs_meta_size(1 << 20, &c), nbbs_meta_size(1 << 20, &cb));
+}
+
+static void test_init_errors(nbbs_layout_t lay)
+{
+    nbbs_config_t c = { 64, 0, lay };
+    size_t arena = 64 * 100, need = nbbs_meta_size(arena, &c);
+    CHECK(need > 0);
+    char *meta = meta_alloc(need + 128);
+    memset(meta, 0xAB, need + 128);
+    CHECK(nbbs_init(NULL, need, FAKE_BASE, arena, &c) == NULL);
+    CHECK(nbbs_init(meta, need - 1, FAKE_BASE, arena, &c) == NULL);      /* too small */
+    CHECK(nbbs_init(meta + 8, need, FAKE_BASE, arena, &c) == NULL);      /* misaligned metadata */
+    CHECK(nbbs_init(meta, need, NULL, arena, &c) == NULL);               /* no base */
+    CHECK(nbbs_init(meta, need, FAKE_BASE + 8, arena, &c) == NULL);      /* base not aligned */
+    CHECK(nbbs_init(meta, need, (void *)(UINTPTR_MAX - 4095), 8192, &c) == NULL); /* wraps */
+    c.min_block = 3;
+    CHECK(nbbs_init(meta, need, FAKE_BASE, arena, &c) == NULL);          /* bad config */
+    c.min_block = 64;
+    bool untouched = true;
+    for (size_t i = 0; i < need + 128; i++)
+        untouched &= (unsigned char)meta[i] == 0xAB;
+    CHECK(untouched); /* a refused init writes nothing */
+    nbbs_t *b = nbbs_init(meta, need, FAKE_BASE, arena, &c);
+    CHECK(b != NULL);
+    CHECK_EQ(nbbs_validate(b), 0);
+    free(meta);
+
+    CHECK(nbbs_create(FAKE_BASE, 0, &c) == NULL);
+    CHECK(nbbs_create(NULL, arena, &c) == NULL);
+    nbbs_destroy(NULL); /* must not crash */
+}
+
+static void test_alloc_sizes(nbbs_layout_t lay)
+{
+    nbbs_config_t c = { 16, 6, lay }; /* blocks of 16 .. 1024 bytes */
+    size_t arena = 16 * 64 * 5;       /* five max-size blocks */
+    nbbs_t *b = nbbs_create(FAKE_BASE, arena, &c);
+    CHECK(b != NULL);
+    if (!b)
+        return;
+    CHECK(nbbs_alloc(NULL, 8) == NULL);
+    CHECK(nbbs_alloc_order(NULL, 0) == NULL);
+    CHECK(nbbs_alloc(b, 1025) == NULL);           /* above the max block */
+    CHECK(nbbs_alloc(b, SIZE_MAX) == NULL);
+    CHECK(nbbs_alloc_order(b, 7) == NULL);        /* above max_order */
+    CHECK(nbbs_alloc_order(b, 1000) == NULL);
+
+    size_t sizes[] = { 0, 1, 15, 16, 17, 32, 33, 100, 512, 513, 1024 };
+    size_t want[] = { 16, 16, 16, 16, 32, 32, 64, 128, 512, 1024, 1024 };
+    for (unsigned i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        char *p = nbbs_alloc(b, sizes[i]);
+        CHECK(p != NULL);
+        if (!p)
+            continue;
+        CHECK_EQ(nbbs_block_size(b, p), want[i]);
+        CHECK(p >= FAKE_BASE && p + want[i] <= FAKE_BASE + arena);
+        CHECK_EQ((size_t)(p - FAKE_BASE) % want[i], 0); /* aligned to its size */
+        CHECK_EQ(nbbs_free(b, p), 0);
+        CHECK_EQ(nbbs_block_size(b, p), 0);
+    }
+    for (unsigned o = 0; o <= 6; o++) {
+        char *p = nbbs_alloc_order(b, o);
+        CHECK(p != NULL);
+        CHECK_EQ(nbbs_block_size(b, p), (size_t)16 << o);
+        CHECK_EQ(nbbs_free(b, p), 0);
+    }
+    CHECK_EQ(nbbs_validate(b), 0);
+    nbbs_destroy(b);
+}
+
+/* Every bad free returns NBBS_EINVAL and leaves the metadata byte-identical. */
+static void test_bad_free(nbbs_layout_t lay)
+{
+    nbbs_config_t c = { 64, 4, lay };
+    size_t arena = 64 * 16 * 3;
+    size_t need = nbbs_meta_size(arena, &c);
+    char *meta = meta_alloc(need), *snap = malloc(need);
+    nbbs_t *b = nbbs_init(meta, need, FAKE_BASE, arena, &c);
+    CHECK(b != NULL);
+    if (!b)
+        return;
+    char *big = nbbs_alloc_order(b, 2);   /* 256 bytes */
+    char *small = nbbs_alloc_order(b, 0); /* 64 bytes */
+    CHECK(big && small);
+    char *freed = nbbs_alloc_order(b, 0);
+    CHECK_EQ(nbbs_free(b, freed), 0);
+    char *never = FAKE_BASE;
+    while (never == big || never == small || never == freed || nbbs_block_size(b, never) ||
+           (never >= big && never < big + 256))
+        never += 64;
+
+    char *bad[] = {
+        FAKE_BASE - 64,          /* below the arena */
+        FAKE_BASE + arena,       /* just past it */
+        FAKE_BASE + arena * 100, /* far past it */
+        big + 64,                /* inside a live block */
+        big + 1,                 /* not aligned to min_block */
+        small + 8,               /* not aligned, inside */
+        freed,                   /* already freed */
+        never,                   /* never allocated */
+    };
+    memcpy(snap, meta, need);
+    for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_EQ(nbbs_free(b, bad[i]), NBBS_EINVAL);
+        CHECK(memcmp(snap, meta, need) == 0);
+        CHECK_EQ(nbbs_block_size(b, bad[i]), 0);
+    }
+    CHECK_EQ(nbbs_free(NULL, big), NBBS_EINVAL);
+    CHECK_EQ(nbbs_free(b, NULL), 0);
+    CHECK(memcmp(snap, meta, need) == 0);
+    CHECK_EQ(nbbs_block_size(NULL, big), 0);
+    CHECK_EQ(nbbs_block_size(b, NULL), 0);
+    CHECK_EQ(nbbs_free(b, big), 0);
+    CHECK_EQ(nbbs_free(b, big), NBBS_EINVAL); /* double free */
+    CHECK_EQ(nbbs_free(b, small), 0);
+    CHECK_EQ(nbbs_validate(b), 0);
+    free(meta);
+    free(snap);
+}
+
+/* Arena of 1000 min_blocks (not a power of two): exhaust every order, check
+ * the tail is never handed out, free everything, validate. */
+static void test_exhaustion(nbbs_layout_t lay)
+{
+    for (unsigned max_order = 0; max_order <= 9; max_order += 3) {
+        nbbs_config_t c = { 8, max_order, lay };
+        size_t n = 1000, arena = 8 * n;
+        nbbs_t *b = nbbs_create(FAKE_BASE, arena, &c);
+        CHECK(b != NULL);
+        if (!b)
+            continue;
+        void **p = malloc(n * sizeof *p);
+        for (unsigned o = 0; o <= max_order; o++) {
+            size_t got = 0, bs = (size_t)8 << o;
+            while ((p[got] = nbbs_alloc_order(b, o)) != NULL) {
+                CHECK((char *)p[got] + bs <= FAKE_BASE + arena);
+                got++;
+            }
+            CHECK_EQ(got, n >> o); /* every aligned block inside the arena */
+            CHECK_EQ(nbbs_validate(b), 0);
+            nbbs_stats_t s;
+            nbbs_get_stats(b, &s);
+            CHECK_EQ(s.used_bytes, got * bs);
+            CHECK_EQ(s.blocks[o], got);
+            CHECK_EQ(s.live_blocks, got);
+            for (size_t i = 0; i < got; i++)
+                CHECK_EQ(nbbs_free(b, p[i]), 0);
+            CHECK_EQ(nbbs_validate(b), 0);
+        }
+        free(p);
+        nbbs_destroy(b);
+    }
+}
+
+static void test_stats_and_map(nbbs_layout_t lay)
+{
+    nbbs_config_t c = { 64, 3, lay }; /* max block 512 */
+    size_t arena = 64 * 20;           /* 2.5 max blocks */
+    nbbs_t *b = nbbs_create(FAKE_BASE, arena, &c);
+    CHECK(b != NULL);
+    if (!b)
+        return;
+    nbbs_stats_t s;
+    nbbs_get_stats(b, &s);
+    nbbs_get_stats(b, NULL);  /* no-ops, must not crash */
+    nbbs_get_stats(NULL, &s);
+    CHECK_EQ(s.arena_size, arena);
+    CHECK_EQ(s.min_block, 64);
+    CHECK_EQ(s.max_order, 3);
+    CHECK_EQ(s.layout, lay);
+    CHECK_EQ(s.meta_size, nbbs_meta_size(arena, &c));
+    CHECK(s.tree_bytes + s.index_bytes <= s.meta_size);
+    CHECK_EQ(s.used_bytes, 0);
+    CHECK_EQ(s.free_bytes, arena);
+    CHECK_EQ(s.largest_free, 512);
+
+    uint8_t map[8];
+    CHECK_EQ(nbbs_occupancy_map(b, 3, map, 3), 3);
+    CHECK(map[0] == NBBS_MAP_FREE && map[1] == NBBS_MAP_FREE && map[2] == NBBS_MAP_PARTIAL);
+    CHECK_EQ(nbbs_occupancy_map(b, 3, map, 2), NBBS_EINVAL); /* too short */
+    CHECK_EQ(nbbs_occupancy_map(b, 4, map, 8), NBBS_EINVAL); /* order too high */
+    CHECK_EQ(nbbs_occupancy_map(NULL, 0, map, 8), NBBS_EINVAL);
+    CHECK_EQ(nbbs_occupancy_map(b, 0, NULL, 8), NBBS_EINVAL);
+
+    /* Fill both whole trees, then one 64-byte block must come from the
+     * partial third tree (4 blocks of 64 bytes, the rest is tail). */
+    void *whole[2] = { nbbs_alloc_order(b, 3), nbbs_alloc_order(b, 3) };
+    CHECK(whole[0] && whole[1]);
+    CHECK(nbbs_alloc_order(b, 3) == NULL);
+    void *bit = nbbs_alloc_order(b, 0);
+    CHECK((char *)bit >= FAKE_BASE + 1024 && (char *)bit < FAKE_BASE + arena);
+    nbbs_get_stats(b, &s);
+    CHECK_EQ(s.used_bytes, 2 * 512 + 64);
+    CHECK_EQ(s.free_bytes, arena - s.used_bytes);
+    CHECK_EQ(s.blocks[3], 2);
+    CHECK_EQ(s.blocks[0], 1);
+    CHECK_EQ(s.live_blocks, 3);
+    CHECK_EQ(s.largest_free, 128);
+    CHECK_EQ(nbbs_occupancy_map(b, 3, map, 3), 3);
+    CHECK(map[0] == NBBS_MAP_FULL && map[1] == NBBS_MAP_FULL && map[2] == NBBS_MAP_PARTIAL);
+    uint8_t map0[20];
+    CHECK_EQ(nbbs_occupancy_map(b, 0, map0, 20), 20);
+    int used0 = 0;
+    for (int i = 0; i < 20; i++)
+        used0 += map0[i] == NBBS_MAP_FULL;
+    CHECK_EQ(used0, 16 + 1);
+    CHECK_EQ(map0[((char *)bit - FAKE_BASE) / 64], NBBS_MAP_FULL);
+    CHECK_EQ(nbbs_free(b, bit), 0);
+    CHECK_EQ(nbbs_free(b, whole[0]), 0);
+    CHECK_EQ(nbbs_free(b, whole[1]), 0);
+    nbbs_get_stats(b, &s);
+    CHECK_EQ(s.used_bytes, 0);
+    CHECK_EQ(s.largest_free, 512);
+    nbbs_destroy(b);
+}
+
+/* The allocator never touches the arena: PROT_NONE memory and a range that
+ * is not mapped at all both work. */
+static void test_untouched_arena(nbbs_layout_t lay)
+{
+    size_t arena = (size_t)16 << 20;
+    void *none = mmap(NULL, arena, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    CHECK(none != MAP_FAILED);
+    void *bases[] = { none, (void *)(uintptr_t)0x7e0000000000ull };
+    for (int k = 0; k < 2; k++) {
+        nbbs_config_t c = { 4096, 8, lay };
+        nbbs_t *b = nbbs_create(bases[k], arena, &c);
+        CHECK(b != NULL);
+        if (!b)
+            continue;
+        void *p[64];
+        for (int i = 0; i < 64; i++)
+            CHECK((p[i] = nbbs_alloc(b, (size_t)4096 << (i % 8))) != NULL);
+        for (int i = 0; i < 64; i++)
+            CHECK_EQ(nbbs_free(b, p[i]), 0);
+        CHECK_EQ(nbbs_validate(b), 0);
+        nbbs_destroy(b);
+    }
+    munmap(none, arena);
+}
+
+/* The bound: no more than 4 bytes of metadata per min_block. */
+static void test_metadata_size(nbbs_layout_t lay)
+{
+    struct { size_t arena, min_block; unsigned max_order; } cf[] = {
+        { (size_t)64 << 30, 4096, 10 }, { (size_t)1 << 30, 8, 11 }, { (size_t)3 << 20, 64, 0 },
+        { 4096 * 1000, 4096, 3 }, { 8 * 17, 8, 4 },
+    };
+    for (unsigned i = 0; i < sizeof cf / sizeof cf[0]; i++) {
+        nbbs_config_t c = { cf[i].min_block, cf[i].max_order, lay };
+        size_t m = nbbs_meta_size(cf[i].arena, &c), n = cf[i].arena / cf[i].min_block;
+        CHECK(m > 0);
+        if (n >= 1000) /* fixed header amortised: bound the per-block part */
+            CHECK(m <= 4 * n + 1024);
+    }
+}
+
+int main(void)
+{
+    for (unsigned i = 0; i < 2; i++) {
+        nbbs_layout_t lay = layouts[i];
+        test_config(lay);
+        test_init_errors(lay);
+        test_alloc_sizes(lay);
+        test_bad_free(lay);
+        test_exhaustion(lay);
+        test_stats_and_map(lay);
+        test_untouched_arena(lay);
+        test_metadata_size(lay);
+    }
+    TEST_MAIN_END();
+}
