@@ -1,0 +1,151 @@
+/*
+ * alloc.c - the nbm_* allocation entry points and their generic paths.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Everything the inline fast path does not handle: a size above the table,
+ * an empty bin, a thread without a cache yet, medium and huge sizes. */
+void *nbm__malloc_generic(size_t n)
+{
+    void *p;
+    if (n <= NBM_SMALL_MAX) {
+        p = nbm__small_alloc_generic(nbm__class_of(n));
+    } else if (n <= NBM_MEDIUM_MAX) {
+        bool fresh;
+        nbm__init();
+        p = nbm__medium_alloc(n, 0, &fresh);
+    } else {
+        nbm__init();
+        p = nbm__huge_alloc(n, 0);
+    }
+    if (NBM_UNLIKELY(!p))
+        errno = ENOMEM;
+    return p;
+}
+
+/* align is a power of two > NBM_MIN_ALIGN. */
+void *nbm__aligned_generic(size_t align, size_t n)
+{
+    size_t need = n > align ? n : align;
+    void *p;
+    if (need <= NBM_SMALL_MAX) {
+        /* The power-of-two class >= need: its objects sit on multiples of
+         * their size inside a chunk aligned to the chunk size. */
+        size_t s = (size_t)1 << (64 - __builtin_clzll(need - 1));
+        return nbm__malloc_fast(s);
+    }
+    nbm__init();
+    if (need <= NBM_MEDIUM_MAX) {
+        bool fresh;
+        p = nbm__medium_alloc(n, align, &fresh);
+    } else {
+        p = nbm__huge_alloc(n, align);
+    }
+    if (NBM_UNLIKELY(!p))
+        errno = ENOMEM;
+    return p;
+}
+
+void *nbm__calloc(size_t count, size_t size)
+{
+    size_t n;
+    if (__builtin_mul_overflow(count, size, &n)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (NBM_LIKELY(n <= NBM_SMALL_MAX)) {
+        void *p = nbm__malloc_fast(n);
+        if (p)
+            memset(p, 0, n);
+        return p;
+    }
+    nbm__init();
+    void *p;
+    bool fresh = true; /* huge mappings are fresh */
+    if (n <= NBM_MEDIUM_MAX)
+        p = nbm__medium_alloc(n, 0, &fresh);
+    else
+        p = nbm__huge_alloc(n, 0);
+    if (!p) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (!fresh)
+        memset(p, 0, n);
+    return p;
+}
+
+void *nbm__realloc(void *p, size_t n)
+{
+    if (!p)
+        return nbm__malloc_fast(n);
+    if (n == 0) {
+        nbm__free_generic(p);
+        return NULL;
+    }
+    size_t us = nbm__usable(p, "realloc(): invalid pointer");
+    if (n <= us && n >= us / 2)
+        return p; /* in place: fits, and shrinking would free less than half */
+    void *q = nbm__malloc_fast(n);
+    if (!q)
+        return NULL; /* p is left untouched, as C requires */
+    memcpy(q, p, n < us ? n : us);
+    nbm__free_generic(p);
+    return q;
+}
+
+int nbm__posix_memalign(void **out, size_t align, size_t n)
+{
+    if (align < sizeof(void *) || (align & (align - 1)))
+        return EINVAL;
+    void *p = align <= NBM_MIN_ALIGN ? nbm__malloc_fast(n) : nbm__aligned_generic(align, n);
+    if (!p)
+        return ENOMEM;
+    *out = p;
+    return 0;
+}
+
+/* --- public API -------------------------------------------------------------- */
+
+void *nbm_malloc(size_t size) { return nbm__malloc_fast(size); }
+void *nbm_calloc(size_t count, size_t size) { return nbm__calloc(count, size); }
+void *nbm_realloc(void *p, size_t size) { return nbm__realloc(p, size); }
+
+void *nbm_reallocarray(void *p, size_t count, size_t size)
+{
+    size_t n;
+    if (__builtin_mul_overflow(count, size, &n)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return nbm__realloc(p, n);
+}
+
+void *nbm_aligned_alloc(size_t align, size_t size)
+{
+    if (align == 0 || (align & (align - 1))) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return align <= NBM_MIN_ALIGN ? nbm__malloc_fast(size) : nbm__aligned_generic(align, size);
+}
+
+int nbm_posix_memalign(void **out, size_t align, size_t size)
+{
+    return nbm__posix_memalign(out, align, size);
+}
+
+void *nbm_valloc(size_t size) { return nbm__aligned_generic(NBM_PAGE, size); }
+
+void *nbm_pvalloc(size_t size)
+{
+    if (size > SIZE_MAX - NBM_PAGE) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t n = (size + NBM_PAGE - 1) & ~(NBM_PAGE - 1);
+    return nbm__aligned_generic(NBM_PAGE, n ? n : NBM_PAGE);
+}

@@ -1,0 +1,234 @@
+/*
+ * arena.c - arenas on demand, the owner map, and medium blocks.
+ *
+ * Arenas. An arena is a 1 GiB range aligned to 1 GiB with one nbbs instance
+ * (4 KiB min_block, 64 MiB max block) whose metadata, and our per-unit and
+ * per-page bytes, sit in a separate mapping. When every arena is full, a
+ * thread reserves a new one, registers it in the owner map with a CAS, and
+ * appends it to the arena table with a CAS on the first empty slot; a thread
+ * that loses the slot race helps advance the count and tries the next slot.
+ * No lock, and an arena is never removed, so readers need no protection.
+ *
+ * Medium blocks (NBM_SMALL_MAX < size <= NBM_MEDIUM_MAX, or aligned requests)
+ * are back-end blocks of the smallest order that holds max(size, align): the
+ * back-end aligns a block to its size, and an arena base is 1 GiB aligned.
+ * The page_order byte of the first page says the block is the user's; free
+ * takes it with an exchange, so a double free or an interior pointer is seen.
+ *
+ * Decay. A freed medium block is kept on a per-order stack (a descriptor
+ * holding the block and its free time) and reused first by the next request
+ * of that order. At most every NBM_PURGE_DELAY_MS, a free sweeps the stacks:
+ * blocks that stayed free longer than the delay are madvise'd away and given
+ * back to the back-end. Cached bytes are capped by NBM_MEDIUM_CACHE_MB; past
+ * the cap a freed block goes back at once, purged.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+#define NBM_ARENA_MAX 4096u /* 4 TiB of arenas */
+
+_Atomic uintptr_t nbm__map[NBM_MAP_SIZE];
+static _Atomic uintptr_t arenas[NBM_ARENA_MAX];
+static _Atomic uint32_t narenas;
+
+static nbm_stack_t decay[NBM_MAX_ORDER + 1];
+static _Atomic uint64_t last_sweep;
+
+nbm_arena_t *nbm__arena_at(uint32_t i) { return (nbm_arena_t *)nbm_load_uptr(&arenas[i]); }
+uint32_t nbm__arena_count(void) { return nbm_load_u32(&narenas); }
+
+static size_t meta_offset(void)
+{
+    return (sizeof(nbm_arena_t) + NBBS_META_ALIGN - 1) & ~(size_t)(NBBS_META_ALIGN - 1);
+}
+
+static nbm_arena_t *arena_create(void)
+{
+    nbbs_config_t cfg = { .min_block = NBM_PAGE, .max_order = NBM_MAX_ORDER, .layout = NBBS_LAYOUT_BUNCH };
+    size_t msz = nbbs_meta_size(NBM_ARENA_SIZE, &cfg);
+    if (msz == 0)
+        nbm__fatal("back-end rejects the arena configuration, meta size", (void *)msz);
+    char *meta = nbm__os_map(meta_offset() + msz);
+    if (!meta)
+        return NULL;
+    void *base = nbm__os_reserve_aligned(NBM_ARENA_SIZE, NBM_ARENA_SIZE);
+    if (!base) {
+        nbm__os_unmap(meta, meta_offset() + msz);
+        return NULL;
+    }
+    nbm_arena_t *ar = (nbm_arena_t *)meta;
+    ar->base = (uintptr_t)base;
+    ar->bb = nbbs_init(meta + meta_offset(), msz, base, NBM_ARENA_SIZE, &cfg);
+    if (!ar->bb)
+        nbm__fatal("back-end rejects the arena at", base);
+    return ar;
+}
+
+/* Called when a scan of the first `seen` arenas found no block. Returns
+ * false when out of memory. */
+static bool arena_grow(uint32_t seen)
+{
+    if (nbm_load_u32(&narenas) != seen)
+        return true; /* another thread grew meanwhile: rescan first */
+    nbm_arena_t *ar = arena_create();
+    if (!ar)
+        return false;
+    uintptr_t none = 0;
+    if (!nbm_cas_uptr(&nbm__map[ar->base >> NBM_ARENA_SHIFT], &none, (uintptr_t)ar))
+        nbm__fatal("owner map entry already taken for arena", (void *)ar->base);
+    for (;;) {
+        uint32_t n = nbm_load_u32(&narenas);
+        if (n >= NBM_ARENA_MAX)
+            return false; /* registered in the map but unused: harmless */
+        uintptr_t empty = 0;
+        ar->index = n;
+        bool won = nbm_cas_uptr(&arenas[n], &empty, (uintptr_t)ar);
+        /* Winner or not, slot n is filled: advance the count (helping). */
+        nbm_cas_u32(&narenas, &n, n + 1);
+        if (won) {
+            nbm_stat_add(&nbm__gstats.arenas, 1);
+            return true;
+        }
+    }
+}
+
+void *nbm__block_alloc(unsigned order, uint32_t *hint)
+{
+    bool swept = false;
+    for (;;) {
+        uint32_t n = nbm_load_u32(&narenas);
+        uint32_t h = *hint < n ? *hint : 0;
+        for (uint32_t k = 0; k < n; k++) {
+            uint32_t i = h + k < n ? h + k : h + k - n;
+            nbm_arena_t *ar = (nbm_arena_t *)nbm_load_uptr(&arenas[i]);
+            void *p = nbbs_alloc_order(ar->bb, order);
+            if (p) {
+                *hint = i;
+                return p;
+            }
+        }
+        if (!swept && nbm_load_u64_relaxed(&nbm__gstats.medium_cached) != 0) {
+            swept = true; /* cached free blocks may merge into what we need */
+            nbm__decay_sweep(true);
+            continue;
+        }
+        if (!arena_grow(n))
+            return NULL;
+    }
+}
+
+void nbm__block_free(nbm_arena_t *ar, void *p)
+{
+    if (nbbs_free(ar->bb, p) != 0)
+        nbm__fatal("internal error: back-end refused to free block", p);
+}
+
+static unsigned order_for(size_t n)
+{
+    if (n <= NBM_PAGE)
+        return 0;
+    return 64u - (unsigned)__builtin_clzll((n - 1) >> NBM_PAGE_SHIFT);
+}
+
+void *nbm__medium_alloc(size_t size, size_t align, bool *fresh)
+{
+    unsigned order = order_for(size > align ? size : align);
+    void *p = NULL;
+    uint32_t d = nbm__stack_pop(&decay[order], (char *)nbm__descs, sizeof(nbm_desc_t));
+    nbm_tcache_t *tc = nbm__tc;
+    if (d) {
+        p = nbm__desc(d)->list;
+        nbm_stat_sub(&nbm__gstats.medium_cached, NBM_PAGE << order);
+        nbm__desc_put(tc, d);
+        *fresh = false;
+    } else {
+        uint32_t any = 0;
+        p = nbm__block_alloc(order, tc ? &tc->arena_hint : &any);
+        if (!p)
+            return NULL;
+        *fresh = true; /* never used, or purged before it went back */
+    }
+    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)p);
+    nbm_store_u8(&ar->page_order[((uintptr_t)p - ar->base) >> NBM_PAGE_SHIFT], (uint8_t)(order + 1));
+    nbm_stat_add(&nbm__gstats.medium_live, 1);
+    return p;
+}
+
+static unsigned medium_order(nbm_arena_t *ar, const void *p, const char *who, bool take)
+{
+    uintptr_t off = (uintptr_t)p - ar->base;
+    if (off & (NBM_PAGE - 1))
+        nbm__fatal(who, p);
+    _Atomic uint8_t *slot = &ar->page_order[off >> NBM_PAGE_SHIFT];
+    uint8_t o1 = take ? nbm_xchg_u8(slot, 0) : nbm_load_u8_relaxed(slot);
+    if (o1 == 0)
+        nbm__fatal(who, p); /* never handed out, interior, or already freed */
+    return o1 - 1u;
+}
+
+size_t nbm__medium_size(nbm_arena_t *ar, const void *p, const char *who)
+{
+    return NBM_PAGE << medium_order(ar, p, who, false);
+}
+
+static void release(nbm_arena_t *ar, void *p, unsigned order)
+{
+    nbm__os_purge(p, NBM_PAGE << order);
+    nbm_stat_add(&nbm__gstats.purged, NBM_PAGE << order);
+    nbm__block_free(ar, p);
+}
+
+void nbm__medium_free(nbm_arena_t *ar, void *p, const char *who)
+{
+    unsigned order = medium_order(ar, p, who, true);
+    size_t size = NBM_PAGE << order;
+    nbm_stat_sub(&nbm__gstats.medium_live, 1);
+    if (nbm_load_u64_relaxed(&nbm__gstats.medium_cached) + size > nbm__opt.cache_max) {
+        release(ar, p, order);
+    } else {
+        uint64_t now = nbm__os_now_ns();
+        uint32_t d = nbm__desc_get(nbm__tc);
+        nbm_desc_t *ds = nbm__desc(d);
+        ds->list = p;
+        ds->count = order;
+        ds->bump = (char *)(uintptr_t)now;
+        nbm_stat_add(&nbm__gstats.medium_cached, size);
+        nbm__stack_push(&decay[order], (char *)nbm__descs, sizeof(nbm_desc_t), d, d);
+        uint64_t last = nbm_load_u64_relaxed(&last_sweep);
+        if (now - last >= nbm__opt.purge_delay_ns && nbm_cas_u64(&last_sweep, &last, now))
+            nbm__decay_sweep(false);
+    }
+}
+
+/* Detaches each order's stack, releases the entries older than the delay
+ * (all of them if `all`) and pushes the rest back as one chain. Blocks are
+ * ours while detached, so purging them cannot race with a user. */
+void nbm__decay_sweep(bool all)
+{
+    uint64_t now = nbm__os_now_ns();
+    nbm_tcache_t *tc = nbm__tc;
+    for (unsigned order = 0; order <= NBM_MAX_ORDER; order++) {
+        uint32_t d = nbm__stack_pop_all(&decay[order]);
+        uint32_t keep_first = 0, keep_last = 0;
+        while (d) {
+            nbm_desc_t *ds = nbm__desc(d);
+            uint32_t next = nbm_load_u32_relaxed(&ds->next);
+            if (all || now - (uint64_t)(uintptr_t)ds->bump >= nbm__opt.purge_delay_ns) {
+                nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)ds->list);
+                nbm_stat_sub(&nbm__gstats.medium_cached, NBM_PAGE << order);
+                release(ar, ds->list, order);
+                nbm__desc_put(tc, d);
+            } else {
+                if (keep_last)
+                    nbm_store_u32_relaxed(&nbm__desc(keep_last)->next, d);
+                else
+                    keep_first = d;
+                keep_last = d;
+            }
+            d = next;
+        }
+        if (keep_first)
+            nbm__stack_push(&decay[order], (char *)nbm__descs, sizeof(nbm_desc_t), keep_first, keep_last);
+    }
+}

@@ -1,0 +1,87 @@
+/*
+ * init.c - process start-up and the options, read once from the environment.
+ *
+ * Options (docs/nbmalloc.md):
+ *   NBM_SHOW_STATS=1         print statistics to stderr at exit
+ *   NBM_VERBOSE=1            print the options in force at start-up
+ *   NBM_PURGE_DELAY_MS=N     a freed medium block stays cached N ms before its
+ *                            pages go back to the OS (default 1000; 0 = at once)
+ *   NBM_MEDIUM_CACHE_MB=N    at most N MiB of freed medium blocks cached
+ *                            (default 64; 0 = none)
+ *
+ * Start-up must not allocate: under LD_PRELOAD the first malloc may come from
+ * the dynamic loader or libc's own initialisation. getenv, getauxval, mmap and
+ * pthread_key_create (for the first keys) do not call malloc. Start-up is a
+ * one-time state machine; a second thread arriving mid-way waits for it (the
+ * only wait in nbmalloc, once per process, before any allocation exists).
+ */
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/auxv.h>
+
+#include "internal.h"
+
+nbm_options_t nbm__opt = { .purge_delay_ns = 1000000000ull, .cache_max = 64ull << 20 };
+uintptr_t nbm__secret;
+_Atomic uint32_t nbm__ready;
+nbm_gstats_t nbm__gstats;
+
+static uint64_t env_num(const char *name, uint64_t dflt)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return dflt;
+    uint64_t v = 0;
+    for (; *s >= '0' && *s <= '9'; s++)
+        v = v * 10 + (uint64_t)(*s - '0');
+    return v;
+}
+
+void nbm__options_read(void)
+{
+    nbm__opt.show_stats = env_num("NBM_SHOW_STATS", 0) != 0;
+    nbm__opt.verbose = env_num("NBM_VERBOSE", 0) != 0;
+    nbm__opt.purge_delay_ns = env_num("NBM_PURGE_DELAY_MS", 1000) * 1000000ull;
+    nbm__opt.cache_max = env_num("NBM_MEDIUM_CACHE_MB", 64) << 20;
+}
+
+/* The tag secret: the kernel's 16 random bytes for this process, mixed with
+ * an address (ASLR) so it is never 0. */
+static uintptr_t make_secret(void)
+{
+    uintptr_t s = (uintptr_t)&nbm__opt * UINT64_C(0x9E3779B97F4A7C15);
+    const uint64_t *r = (const uint64_t *)getauxval(AT_RANDOM);
+    if (r)
+        s ^= r[0] ^ (r[1] << 1);
+    return s | 1;
+}
+
+void nbm__init(void)
+{
+    if (NBM_LIKELY(nbm_load_u32(&nbm__ready) == 2))
+        return;
+    uint32_t none = 0;
+    if (nbm_cas_u32(&nbm__ready, &none, 1)) {
+        nbm__options_read();
+        nbm__classes_init();
+        nbm__secret = make_secret();
+        nbm__desc_init();
+        nbm__tcache_init_process();
+        nbm_store_u32(&nbm__ready, 2);
+        if (nbm__opt.verbose) {
+            nbm__write_str(2, "nbmalloc: purge_delay_ms=");
+            nbm__write_num(2, nbm__opt.purge_delay_ns / 1000000);
+            nbm__write_str(2, " medium_cache_mb=");
+            nbm__write_num(2, nbm__opt.cache_max >> 20);
+            nbm__write_str(2, " show_stats=");
+            nbm__write_num(2, nbm__opt.show_stats);
+            nbm__write_str(2, "\n");
+        }
+        return;
+    }
+    while (nbm_load_u32(&nbm__ready) != 2)
+        sched_yield();
+}
+
+/* Initialise before main so the options are in force for the whole run. */
+__attribute__((constructor)) static void nbm_start(void) { nbm__init(); }

@@ -1,0 +1,289 @@
+/*
+ * internal.h - nbmalloc's types, geometry and the inline fast paths.
+ *
+ * Address space. Every arena is a 1 GiB range aligned to 1 GiB and managed
+ * by one nbbs instance (4 KiB min_block, 64 MiB max block); every huge
+ * mapping starts on a 1 GiB boundary too. So the owner of any pointer is
+ * nbm__map[p >> 30]: one load, never a scan. An entry is an arena pointer,
+ * or a huge header with bit 0 set, or 0 (not ours).
+ *
+ * Inside an arena, each 64 KiB unit has a class byte: class + 1 when the unit
+ * belongs to a chunk (a back-end block carved into objects of one size
+ * class), 0 otherwise. Each 4 KiB page has an order byte: order + 1 when a
+ * medium block handed to the user starts there. Both live in the arena's
+ * metadata mapping, never in user memory.
+ *
+ * Small objects. A thread cache (tcache) has, per size class, a singly linked
+ * free list threaded through the objects (word 0 = next) and a bump range of
+ * uncarved chunk memory. A freed object also carries a tag in word 1 (its
+ * address xor a per-process secret) that exposes a double free. Lists move
+ * between threads as batches: a descriptor (nbm_desc_t, from a type-stable
+ * pool outside user memory) pushed on the class's shared stack. Stacks are
+ * Treiber stacks of descriptor indices with a 32-bit version in the same
+ * 64-bit word, so a pop that read a stale "next" fails its CAS (ABA-safe), and
+ * they never read user memory.
+ */
+#ifndef NBM_INTERNAL_H
+#define NBM_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "atomic.h"
+#include "nbbs.h"
+#include "nbmalloc.h"
+
+#define NBM_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define NBM_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define NBM_HIDDEN      __attribute__((visibility("hidden")))
+#define NBM_NOINLINE    __attribute__((noinline))
+#define NBM_CACHE_LINE  64
+
+/* --- geometry -------------------------------------------------------------- */
+#define NBM_ARENA_SHIFT 30                        /* 1 GiB arenas */
+#define NBM_ARENA_SIZE  ((size_t)1 << NBM_ARENA_SHIFT)
+#define NBM_MAP_BITS    (47 - NBM_ARENA_SHIFT)     /* x86-64 user space */
+#define NBM_MAP_SIZE    ((size_t)1 << NBM_MAP_BITS)
+#define NBM_PAGE_SHIFT  12                        /* back-end min_block */
+#define NBM_PAGE        ((size_t)1 << NBM_PAGE_SHIFT)
+#define NBM_MAX_ORDER   14                        /* 64 MiB max block */
+#define NBM_UNIT_SHIFT  16                        /* 64 KiB class-map unit */
+#define NBM_UNITS       (NBM_ARENA_SIZE >> NBM_UNIT_SHIFT)
+#define NBM_PAGES       (NBM_ARENA_SIZE >> NBM_PAGE_SHIFT)
+#define NBM_HUGE_TAG    ((uintptr_t)1)
+
+/* --- size classes ---------------------------------------------------------- */
+/* 16..128 step 16, then four classes per power of two up to 16 KiB. */
+#define NBM_NCLASSES   36
+#define NBM_FAST_MAX   1024 /* sizes looked up in a table on the fast path */
+
+typedef struct nbm_class {
+    uint32_t size;       /* object size */
+    uint32_t chunk;      /* bytes of the chunk objects are carved from (power of two) */
+    uint32_t batch;      /* objects per batch moved to/from the shared stack */
+    uint32_t max;        /* objects a thread cache keeps before draining a batch */
+    uint32_t shift;      /* size = odd << shift */
+    uint32_t inv;        /* inverse of odd mod 2^32: offset check with one multiply */
+    uint32_t lim;        /* UINT32_MAX / odd */
+} nbm_class_t;
+
+NBM_HIDDEN extern nbm_class_t nbm__classes[NBM_NCLASSES];
+NBM_HIDDEN extern uint8_t nbm__class_of_small[NBM_FAST_MAX / 16 + 1];
+
+/* Class of a size in (NBM_FAST_MAX, NBM_SMALL_MAX]. */
+static inline unsigned nbm__class_of_large(size_t n)
+{
+    unsigned b = 63u - (unsigned)__builtin_clzll(n - 1); /* 2^b < n <= 2^(b+1) */
+    return 8u + (b - 7u) * 4u + (unsigned)(((n - 1) >> (b - 2)) & 3u);
+}
+static inline unsigned nbm__class_of(size_t n)
+{
+    return n <= NBM_FAST_MAX ? nbm__class_of_small[(n + 15) >> 4] : nbm__class_of_large(n);
+}
+
+/* --- descriptors and tagged stacks ---------------------------------------- */
+/* A batch of free objects, or (decay) a cached free medium block. Type-stable:
+ * descriptors are never unmapped, so a stale reader only reads "next". */
+typedef struct nbm_desc {
+    _Atomic uint32_t next;  /* stack link (index, 0 = none) */
+    uint32_t count;         /* batch: objects in list; decay: order */
+    void    *list;          /* batch: first object; decay: the block */
+    char    *bump;          /* batch: uncarved range start; decay: free time (ns) */
+    char    *bump_end;
+} nbm_desc_t;
+
+typedef struct nbm_stack {
+    _Alignas(NBM_CACHE_LINE) _Atomic uint64_t top; /* version << 32 | index */
+} nbm_stack_t;
+
+/* The nodes of a stack are records of `stride` bytes at `base` (index 0
+ * unused) whose first field is the _Atomic uint32_t link. */
+NBM_HIDDEN void     nbm__stack_push(nbm_stack_t *s, char *base, size_t stride, uint32_t first, uint32_t last);
+NBM_HIDDEN uint32_t nbm__stack_pop(nbm_stack_t *s, char *base, size_t stride);
+NBM_HIDDEN uint32_t nbm__stack_pop_all(nbm_stack_t *s);
+
+NBM_HIDDEN extern nbm_desc_t *nbm__descs;
+static inline nbm_desc_t *nbm__desc(uint32_t i) { return &nbm__descs[i]; }
+
+/* --- thread cache ------------------------------------------------------------ */
+typedef struct nbm_bin {
+    void    *head;      /* free list through word 0 */
+    uint32_t count;
+    uint32_t pad;
+    char    *bump;      /* uncarved chunk memory [bump, bump_end) */
+    char    *bump_end;
+} nbm_bin_t;
+
+#define NBM_DESC_STASH 64
+
+typedef struct nbm_tcache {
+    _Atomic uint32_t next;      /* free-tcache stack link */
+    uint32_t index;
+    uint32_t arena_hint;        /* arena tried first */
+    uint32_t ndesc;             /* free descriptors held in desc[] */
+    nbm_bin_t bins[NBM_NCLASSES];
+    uint32_t desc[NBM_DESC_STASH];
+    uint64_t refills, drains;   /* joined into the globals at thread exit */
+} nbm_tcache_t;
+
+enum { NBM_T_NEW = 0, NBM_T_INIT = 1, NBM_T_LIVE = 2, NBM_T_DEAD = 3 };
+
+#define NBM_TLS __attribute__((tls_model("initial-exec")))
+NBM_HIDDEN extern _Thread_local nbm_tcache_t *nbm__tc NBM_TLS;
+
+/* --- arenas ------------------------------------------------------------------ */
+typedef struct nbm_arena {
+    uintptr_t base;
+    nbbs_t   *bb;
+    uint32_t  index;
+    _Atomic uint8_t unit_class[NBM_UNITS]; /* class + 1 of the chunk holding the unit */
+    _Atomic uint8_t page_order[NBM_PAGES]; /* order + 1 of a live medium block here */
+} nbm_arena_t;
+
+NBM_HIDDEN extern _Atomic uintptr_t nbm__map[NBM_MAP_SIZE];
+
+/* Owner entry of an address; 0 for an address outside user space. */
+static inline uintptr_t nbm__owner(uintptr_t a)
+{
+    uintptr_t i = a >> NBM_ARENA_SHIFT;
+    /* Relaxed: the entry was published before any pointer into it was handed
+     * out, and the hand-over (a return value, or a user's synchronisation)
+     * carries the happens-before. */
+    return NBM_LIKELY(i < NBM_MAP_SIZE) ? nbm_load_uptr_relaxed(&nbm__map[i]) : 0;
+}
+
+/* --- process state and options ----------------------------------------------- */
+typedef struct nbm_options {
+    bool     show_stats;      /* NBM_SHOW_STATS */
+    bool     verbose;         /* NBM_VERBOSE */
+    uint64_t purge_delay_ns;  /* NBM_PURGE_DELAY_MS */
+    uint64_t cache_max;       /* NBM_MEDIUM_CACHE_MB, bytes */
+} nbm_options_t;
+
+NBM_HIDDEN extern nbm_options_t nbm__opt;
+NBM_HIDDEN extern uintptr_t nbm__secret; /* tags freed objects: word 1 = addr ^ secret */
+NBM_HIDDEN extern _Atomic uint32_t nbm__ready; /* 0 none, 1 in progress, 2 done */
+
+NBM_HIDDEN void nbm__init(void);               /* idempotent, lock-free */
+NBM_HIDDEN void nbm__options_read(void);
+NBM_HIDDEN void nbm__classes_init(void);
+
+/* --- global statistics (relaxed counters) ----------------------------------- */
+typedef struct nbm_gstats {
+    _Atomic uint64_t arenas, chunks, chunk_bytes, medium_live, medium_cached;
+    _Atomic uint64_t purged, huge_live, huge_bytes, threads, refills, drains;
+} nbm_gstats_t;
+NBM_HIDDEN extern nbm_gstats_t nbm__gstats;
+
+/* --- OS layer (os.c) -------------------------------------------------------- */
+NBM_HIDDEN void    *nbm__os_reserve_aligned(size_t size, size_t align); /* RW, NORESERVE */
+NBM_HIDDEN void    *nbm__os_map(size_t size);                           /* RW, NORESERVE */
+NBM_HIDDEN void     nbm__os_unmap(void *p, size_t size);
+NBM_HIDDEN void     nbm__os_purge(void *p, size_t size);                 /* MADV_DONTNEED */
+NBM_HIDDEN uint64_t nbm__os_now_ns(void);                               /* coarse monotonic */
+NBM_HIDDEN size_t   nbm__os_peak_rss(void);
+NBM_HIDDEN _Noreturn void nbm__fatal(const char *what, const void *p);
+NBM_HIDDEN void     nbm__write_str(int fd, const char *s);
+NBM_HIDDEN void     nbm__write_num(int fd, uint64_t v);
+NBM_HIDDEN void     nbm__write_hex(int fd, uintptr_t v);
+
+/* --- arenas and medium blocks (arena.c) ------------------------------------ */
+NBM_HIDDEN void *nbm__block_alloc(unsigned order, uint32_t *hint);  /* a back-end block */
+NBM_HIDDEN void  nbm__block_free(nbm_arena_t *ar, void *p);          /* back to the back-end */
+NBM_HIDDEN void *nbm__medium_alloc(size_t size, size_t align, bool *fresh); /* fresh: known zero */
+NBM_HIDDEN void  nbm__medium_free(nbm_arena_t *ar, void *p, const char *who);
+NBM_HIDDEN size_t nbm__medium_size(nbm_arena_t *ar, const void *p, const char *who);
+NBM_HIDDEN nbm_arena_t *nbm__arena_at(uint32_t i);
+NBM_HIDDEN uint32_t nbm__arena_count(void);
+NBM_HIDDEN void nbm__decay_sweep(bool all);
+
+/* --- huge mappings (huge.c) --------------------------------------------------- */
+NBM_HIDDEN void  *nbm__huge_alloc(size_t size, size_t align);
+NBM_HIDDEN void   nbm__huge_free(uintptr_t owner, void *p, const char *who);
+NBM_HIDDEN size_t nbm__huge_size(uintptr_t owner, const void *p, const char *who);
+
+/* --- thread caches and small objects (tcache.c, desc.c) ------------------------ */
+NBM_HIDDEN void *nbm__small_alloc_generic(unsigned cls);
+NBM_HIDDEN void  nbm__small_free_generic(void *p, unsigned cls);
+NBM_HIDDEN void  nbm__bin_drain(nbm_tcache_t *tc, unsigned cls);
+NBM_HIDDEN void  nbm__tcache_flush(nbm_tcache_t *tc);
+NBM_HIDDEN nbm_tcache_t *nbm__tcache_get(void);       /* NULL while none can be used */
+NBM_HIDDEN void  nbm__desc_init(void);
+NBM_HIDDEN void  nbm__tcache_init_process(void);
+NBM_HIDDEN uint32_t nbm__desc_get(nbm_tcache_t *tc);  /* tc may be NULL */
+NBM_HIDDEN void  nbm__desc_put(nbm_tcache_t *tc, uint32_t d);
+NBM_HIDDEN void  nbm__desc_flush(nbm_tcache_t *tc);
+NBM_HIDDEN extern nbm_stack_t nbm__class_stack[NBM_NCLASSES];
+
+/* --- the generic entry points (alloc.c, free.c) --------------------------------- */
+NBM_HIDDEN void  *nbm__malloc_generic(size_t n);
+NBM_HIDDEN void  *nbm__aligned_generic(size_t align, size_t n);
+NBM_HIDDEN void   nbm__free_generic(void *p);
+NBM_HIDDEN size_t nbm__usable(const void *p, const char *who);
+NBM_HIDDEN void  *nbm__calloc(size_t count, size_t size);
+NBM_HIDDEN void  *nbm__realloc(void *p, size_t n);
+NBM_HIDDEN int    nbm__posix_memalign(void **out, size_t align, size_t n);
+
+/* ------------------------------------------------------------------------
+ * Fast paths, inlined into nbm_malloc/nbm_free and malloc/free.
+ * ------------------------------------------------------------------------ */
+
+/* About 10 instructions: a TLS load, a table lookup, a list pop and the
+ * store that clears the freed-object tag. No atomic operation. */
+static inline void *nbm__malloc_fast(size_t n)
+{
+    nbm_tcache_t *tc = nbm__tc;
+    if (NBM_LIKELY(n <= NBM_FAST_MAX && tc != NULL)) {
+        nbm_bin_t *bin = &tc->bins[nbm__class_of_small[(n + 15) >> 4]];
+        void **p = (void **)bin->head;
+        if (NBM_LIKELY(p != NULL)) {
+            bin->head = p[0];
+            bin->count--;
+            p[1] = NULL; /* untag: a later free must not look like a double free */
+            return p;
+        }
+    }
+    return nbm__malloc_generic(n);
+}
+
+/* Offset of an object inside its chunk is a multiple of the class size:
+ * checked with a mask, a shift and one multiply (no division). */
+static inline bool nbm__offset_ok(const nbm_class_t *c, uintptr_t off)
+{
+    if (off & (((uintptr_t)1 << c->shift) - 1))
+        return false;
+    return (uint32_t)(off >> c->shift) * c->inv <= c->lim;
+}
+
+/* About 20 instructions: owner lookup, class byte, offset check, tag check
+ * and a list push. No atomic operation beyond two relaxed loads. */
+static inline void nbm__free_fast(void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    uintptr_t owner = nbm__owner(a);
+    nbm_tcache_t *tc = nbm__tc;
+    if (NBM_LIKELY(owner != 0 && !(owner & NBM_HUGE_TAG) && tc != NULL)) {
+        nbm_arena_t *ar = (nbm_arena_t *)owner;
+        unsigned c1 = nbm_load_u8_relaxed(&ar->unit_class[(a - ar->base) >> NBM_UNIT_SHIFT]);
+        if (NBM_LIKELY(c1 != 0)) {
+            unsigned cls = c1 - 1;
+            const nbm_class_t *c = &nbm__classes[cls];
+            void **o = (void **)p;
+            if (NBM_UNLIKELY(!nbm__offset_ok(c, a & (c->chunk - 1))))
+                nbm__fatal("free(): invalid pointer", p);
+            if (NBM_UNLIKELY((uintptr_t)o[1] == (a ^ nbm__secret)))
+                nbm__fatal("free(): double free detected for", p);
+            nbm_bin_t *bin = &tc->bins[cls];
+            o[0] = bin->head;
+            o[1] = (void *)(a ^ nbm__secret);
+            bin->head = o;
+            if (NBM_UNLIKELY(++bin->count > c->max))
+                nbm__bin_drain(tc, cls);
+            return;
+        }
+    }
+    nbm__free_generic(p);
+}
+
+#endif /* NBM_INTERNAL_H */

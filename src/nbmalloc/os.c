@@ -1,0 +1,120 @@
+/*
+ * os.c - the OS layer: mappings, purging, time and output without stdio.
+ *
+ * Everything here is a system call or a formatting helper; nothing allocates,
+ * so it is safe during bootstrap and in the middle of a failed operation.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+void *nbm__os_map(size_t size)
+{
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void nbm__os_unmap(void *p, size_t size)
+{
+    if (p && size)
+        munmap(p, size);
+}
+
+/* Over-map by align and trim both ends: the kernel has no aligned mmap. */
+void *nbm__os_reserve_aligned(size_t size, size_t align)
+{
+    if (size > SIZE_MAX - align)
+        return NULL;
+    char *raw = nbm__os_map(size + align);
+    if (!raw)
+        return NULL;
+    uintptr_t a = ((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1);
+    size_t head = a - (uintptr_t)raw, tail = align - head;
+    if (head)
+        munmap(raw, head);
+    if (tail)
+        munmap((char *)a + size, tail);
+    return (void *)a;
+}
+
+/* The range stays mapped (reads give zeros), so stale readers stay safe. */
+void nbm__os_purge(void *p, size_t size)
+{
+    int saved = errno;
+    madvise(p, size, MADV_DONTNEED);
+    errno = saved;
+}
+
+uint64_t nbm__os_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+size_t nbm__os_peak_rss(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (size_t)ru.ru_maxrss * 1024u;
+}
+
+void nbm__write_str(int fd, const char *s)
+{
+    size_t n = strlen(s);
+    while (n > 0) {
+        ssize_t w = write(fd, s, n);
+        if (w <= 0) {
+            if (w < 0 && errno == EINTR)
+                continue;
+            return;
+        }
+        s += w, n -= (size_t)w;
+    }
+}
+
+void nbm__write_num(int fd, uint64_t v)
+{
+    char buf[24];
+    int i = (int)sizeof buf - 1;
+    buf[i] = 0;
+    do {
+        buf[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    nbm__write_str(fd, buf + i);
+}
+
+void nbm__write_hex(int fd, uintptr_t v)
+{
+    char buf[24];
+    int i = (int)sizeof buf - 1;
+    buf[i] = 0;
+    do {
+        buf[--i] = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v);
+    buf[--i] = 'x';
+    buf[--i] = '0';
+    nbm__write_str(fd, buf + i);
+}
+
+/* One line, like glibc's "free(): invalid pointer", then abort. */
+void nbm__fatal(const char *what, const void *p)
+{
+    nbm__write_str(2, "nbmalloc: ");
+    nbm__write_str(2, what);
+    nbm__write_str(2, " ");
+    nbm__write_hex(2, (uintptr_t)p);
+    nbm__write_str(2, "\n");
+    abort();
+}

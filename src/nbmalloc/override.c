@@ -1,0 +1,47 @@
+/*
+ * override.c - the C allocation interface, for libnbmalloc.so only.
+ *
+ * Each symbol inlines the fast path (internal.h), so malloc and free cost a
+ * call into the library and nothing more. Built only into the shared library:
+ * the static library exposes just the nbm_* API.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+
+#include "internal.h"
+
+#define NBM_OVERRIDE __attribute__((visibility("default")))
+
+NBM_OVERRIDE void *malloc(size_t n) { return nbm__malloc_fast(n); }
+NBM_OVERRIDE void free(void *p) { nbm__free_fast(p); }
+NBM_OVERRIDE void cfree(void *p) { nbm__free_fast(p); }
+NBM_OVERRIDE void *calloc(size_t count, size_t size) { return nbm__calloc(count, size); }
+NBM_OVERRIDE void *realloc(void *p, size_t n) { return nbm__realloc(p, n); }
+NBM_OVERRIDE void *reallocarray(void *p, size_t count, size_t size) { return nbm_reallocarray(p, count, size); }
+NBM_OVERRIDE int posix_memalign(void **out, size_t align, size_t n) { return nbm__posix_memalign(out, align, n); }
+NBM_OVERRIDE void *aligned_alloc(size_t align, size_t n) { return nbm_aligned_alloc(align, n); }
+NBM_OVERRIDE void *valloc(size_t n) { return nbm_valloc(n); }
+NBM_OVERRIDE void *pvalloc(size_t n) { return nbm_pvalloc(n); }
+NBM_OVERRIDE size_t malloc_usable_size(void *p) { return nbm__usable(p, "malloc_usable_size(): invalid pointer"); }
+
+/* glibc's memalign accepts any alignment, rounding a non-power of two up. */
+NBM_OVERRIDE void *memalign(size_t align, size_t n)
+{
+    if (align <= NBM_MIN_ALIGN)
+        return nbm__malloc_fast(n);
+    if (align & (align - 1)) {
+        if (align > ((size_t)1 << 62)) {
+            errno = EINVAL;
+            return NULL;
+        }
+        align = (size_t)1 << (64 - __builtin_clzll(align));
+    }
+    return nbm__aligned_generic(align, n);
+}
+
+/* Some programs and glibc internals call these names directly. */
+NBM_OVERRIDE void *__libc_malloc(size_t n) { return nbm__malloc_fast(n); }
+NBM_OVERRIDE void __libc_free(void *p) { nbm__free_fast(p); }
+NBM_OVERRIDE void *__libc_calloc(size_t count, size_t size) { return nbm__calloc(count, size); }
+NBM_OVERRIDE void *__libc_realloc(void *p, size_t n) { return nbm__realloc(p, n); }
+NBM_OVERRIDE void *__libc_memalign(size_t align, size_t n) { return memalign(align, n); }

@@ -1,0 +1,215 @@
+/*
+ * tcache.c - per-thread caches: refill, drain, thread start and exit.
+ *
+ * The fast paths (internal.h) only pop and push a bin's list. Here:
+ *  - refill: carve a batch from the bin's bump range; else pop a batch from
+ *    the class's shared stack (one CAS); else take a new chunk from the
+ *    back-end and carve from it (objects are carved lazily, so a chunk's
+ *    untouched tail costs no RSS);
+ *  - drain: when a bin holds more than 2 * batch objects, its first batch
+ *    goes to the shared stack as one descriptor (one CAS);
+ *  - thread exit (a pthread key destructor): every bin, bump range included,
+ *    goes to the shared stacks, the descriptors to the shared pool, and the
+ *    tcache record to the free-tcache stack for the next thread.
+ * A thread with no usable cache (while its cache is being set up, or after its
+ * exit destructor ran) takes the no-cache path: small requests are served as
+ * one-page medium blocks and small frees are pushed as one-object batches.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define NBM_TCACHE_MAX ((uint32_t)1 << 16) /* threads alive at once */
+
+_Thread_local nbm_tcache_t *nbm__tc NBM_TLS;
+static _Thread_local int tstate NBM_TLS;
+
+nbm_stack_t nbm__class_stack[NBM_NCLASSES];
+static nbm_tcache_t *tcaches;
+static nbm_stack_t tcache_free;
+static _Atomic uint32_t tcache_fresh = 1;
+static pthread_key_t tcache_key;
+
+static void tcache_exit(void *v);
+
+void nbm__tcache_init_process(void)
+{
+    tcaches = nbm__os_map((size_t)NBM_TCACHE_MAX * sizeof(nbm_tcache_t));
+    if (!tcaches)
+        nbm__fatal("cannot reserve thread caches, size", (void *)((size_t)NBM_TCACHE_MAX * sizeof(nbm_tcache_t)));
+    if (pthread_key_create(&tcache_key, tcache_exit) != 0)
+        nbm__fatal("cannot create the thread-exit key, tcaches at", tcaches);
+}
+
+nbm_tcache_t *nbm__tcache_get(void)
+{
+    if (nbm__tc)
+        return nbm__tc;
+    if (tstate != NBM_T_NEW)
+        return NULL; /* being set up (re-entered) or already torn down */
+    tstate = NBM_T_INIT;
+    nbm__init();
+    uint32_t i = nbm__stack_pop(&tcache_free, (char *)tcaches, sizeof(nbm_tcache_t));
+    if (!i) {
+        i = nbm_add_u32(&tcache_fresh, 1);
+        if (i >= NBM_TCACHE_MAX) {
+            tstate = NBM_T_DEAD; /* more live threads than records: run uncached */
+            return NULL;
+        }
+    }
+    nbm_tcache_t *tc = &tcaches[i];
+    /* A recycled record was flushed at its thread's exit: bins are empty. */
+    tc->index = i;
+    tc->arena_hint = i;
+    tc->refills = tc->drains = 0;
+    pthread_setspecific(tcache_key, tc);
+    nbm__tc = tc;
+    tstate = NBM_T_LIVE;
+    nbm_stat_add(&nbm__gstats.threads, 1);
+    return tc;
+}
+
+void nbm__tcache_flush(nbm_tcache_t *tc)
+{
+    for (unsigned c = 0; c < NBM_NCLASSES; c++) {
+        nbm_bin_t *bin = &tc->bins[c];
+        if (!bin->head && bin->bump == bin->bump_end)
+            continue;
+        uint32_t d = nbm__desc_get(tc);
+        nbm_desc_t *ds = nbm__desc(d);
+        ds->list = bin->head;
+        ds->count = bin->count;
+        ds->bump = bin->bump;
+        ds->bump_end = bin->bump_end;
+        nbm__stack_push(&nbm__class_stack[c], (char *)nbm__descs, sizeof(nbm_desc_t), d, d);
+        memset(bin, 0, sizeof *bin);
+        tc->drains++;
+    }
+    nbm__desc_flush(tc);
+    nbm_stat_add(&nbm__gstats.refills, tc->refills);
+    nbm_stat_add(&nbm__gstats.drains, tc->drains);
+    tc->refills = tc->drains = 0;
+}
+
+static void tcache_exit(void *v)
+{
+    nbm_tcache_t *tc = v;
+    nbm__tc = NULL;
+    tstate = NBM_T_DEAD;
+    nbm__tcache_flush(tc);
+    nbm__stack_push(&tcache_free, (char *)tcaches, sizeof(nbm_tcache_t), tc->index, tc->index);
+}
+
+/* Links up to one batch of objects from the bump range into the list. */
+static void carve(nbm_bin_t *bin, const nbm_class_t *c)
+{
+    size_t avail = (size_t)(bin->bump_end - bin->bump) / c->size;
+    uint32_t n = avail < c->batch ? (uint32_t)avail : c->batch;
+    char *first = bin->bump;
+    for (uint32_t k = 0; k + 1 < n; k++)
+        *(void **)(first + (size_t)k * c->size) = first + (size_t)(k + 1) * c->size;
+    *(void **)(first + (size_t)(n - 1) * c->size) = bin->head;
+    bin->head = first;
+    bin->count += n;
+    bin->bump += (size_t)n * c->size;
+    if ((size_t)(bin->bump_end - bin->bump) < c->size)
+        bin->bump = bin->bump_end = NULL; /* the tail that fits no object */
+}
+
+static void *new_chunk(nbm_tcache_t *tc, unsigned cls)
+{
+    const nbm_class_t *c = &nbm__classes[cls];
+    unsigned order = (unsigned)__builtin_ctz(c->chunk) - NBM_PAGE_SHIFT;
+    char *chunk = nbm__block_alloc(order, &tc->arena_hint);
+    if (!chunk)
+        return NULL;
+    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)chunk);
+    size_t u0 = ((uintptr_t)chunk - ar->base) >> NBM_UNIT_SHIFT;
+    /* Published to other threads with the objects themselves (see nbm__owner). */
+    for (size_t u = 0; u < c->chunk >> NBM_UNIT_SHIFT; u++)
+        nbm_store_u8(&ar->unit_class[u0 + u], (uint8_t)(cls + 1));
+    nbm_stat_add(&nbm__gstats.chunks, 1);
+    nbm_stat_add(&nbm__gstats.chunk_bytes, c->chunk);
+    return chunk;
+}
+
+static bool refill(nbm_tcache_t *tc, unsigned cls)
+{
+    nbm_bin_t *bin = &tc->bins[cls];
+    const nbm_class_t *c = &nbm__classes[cls];
+    if (bin->bump == bin->bump_end) {
+        uint32_t d = nbm__stack_pop(&nbm__class_stack[cls], (char *)nbm__descs, sizeof(nbm_desc_t));
+        if (d) {
+            nbm_desc_t *ds = nbm__desc(d);
+            bin->head = ds->list; /* the bin was empty */
+            bin->count = ds->count;
+            bin->bump = ds->bump;
+            bin->bump_end = ds->bump_end;
+            nbm__desc_put(tc, d);
+            tc->refills++;
+            if (bin->head)
+                return true;
+        }
+        if (bin->bump == bin->bump_end) {
+            char *chunk = new_chunk(tc, cls);
+            if (!chunk)
+                return false;
+            bin->bump = chunk;
+            bin->bump_end = chunk + c->chunk;
+        }
+    }
+    carve(bin, c);
+    return true;
+}
+
+void *nbm__small_alloc_generic(unsigned cls)
+{
+    nbm_tcache_t *tc = nbm__tcache_get();
+    if (NBM_UNLIKELY(!tc)) {
+        bool fresh;
+        return nbm__medium_alloc(nbm__classes[cls].size, 0, &fresh);
+    }
+    nbm_bin_t *bin = &tc->bins[cls];
+    if (!bin->head && !refill(tc, cls))
+        return NULL;
+    void **p = bin->head;
+    bin->head = p[0];
+    bin->count--;
+    p[1] = NULL;
+    return p;
+}
+
+/* The bin is over its limit: its first batch goes to the shared stack. */
+void nbm__bin_drain(nbm_tcache_t *tc, unsigned cls)
+{
+    nbm_bin_t *bin = &tc->bins[cls];
+    uint32_t n = nbm__classes[cls].batch;
+    void **last = bin->head;
+    for (uint32_t k = 1; k < n; k++)
+        last = last[0];
+    uint32_t d = nbm__desc_get(tc);
+    nbm_desc_t *ds = nbm__desc(d);
+    ds->list = bin->head;
+    ds->count = n;
+    ds->bump = ds->bump_end = NULL;
+    bin->head = last[0];
+    bin->count -= n;
+    last[0] = NULL;
+    nbm__stack_push(&nbm__class_stack[cls], (char *)nbm__descs, sizeof(nbm_desc_t), d, d);
+    tc->drains++;
+}
+
+/* A small free on a thread without a cache: a one-object batch. */
+void nbm__small_free_generic(void *p, unsigned cls)
+{
+    void **o = p;
+    uint32_t d = nbm__desc_get(NULL);
+    nbm_desc_t *ds = nbm__desc(d);
+    o[0] = NULL;
+    o[1] = (void *)((uintptr_t)p ^ nbm__secret);
+    ds->list = p;
+    ds->count = 1;
+    ds->bump = ds->bump_end = NULL;
+    nbm__stack_push(&nbm__class_stack[cls], (char *)nbm__descs, sizeof(nbm_desc_t), d, d);
+}
