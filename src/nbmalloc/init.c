@@ -15,6 +15,8 @@
  * one-time state machine; a second thread arriving mid-way waits for it (the
  * only wait in nbmalloc, once per process, before any allocation exists).
  */
+#define _GNU_SOURCE
+#include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/auxv.h>
@@ -43,6 +45,12 @@ void nbm__options_read(void)
     nbm__opt.verbose = env_num("NBM_VERBOSE", 0) != 0;
     nbm__opt.purge_delay_ns = env_num("NBM_PURGE_DELAY_MS", 1000) * 1000000ull;
     nbm__opt.cache_max = env_num("NBM_MEDIUM_CACHE_MB", 64) << 20;
+    nbm__opt.stats_fd = 2;
+    if (nbm__opt.show_stats) {
+        int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+        if (fd >= 0)
+            nbm__opt.stats_fd = fd;
+    }
 }
 
 /* The tag secret: the kernel's 16 random bytes for this process, mixed with

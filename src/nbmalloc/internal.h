@@ -157,6 +157,8 @@ static inline uintptr_t nbm__owner(uintptr_t a)
 typedef struct nbm_options {
     bool     show_stats;      /* NBM_SHOW_STATS */
     bool     verbose;         /* NBM_VERBOSE */
+    int      stats_fd;        /* stderr duplicated at start-up: programs such as
+                                 sort(1) close fd 2 before exit */
     uint64_t purge_delay_ns;  /* NBM_PURGE_DELAY_MS */
     uint64_t cache_max;       /* NBM_MEDIUM_CACHE_MB, bytes */
 } nbm_options_t;

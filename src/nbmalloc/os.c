@@ -108,13 +108,28 @@ void nbm__write_hex(int fd, uintptr_t v)
     nbm__write_str(fd, buf + i);
 }
 
-/* One line, like glibc's "free(): invalid pointer", then abort. */
+/* One line, like glibc's "free(): invalid pointer", written with one
+ * write(2) so it cannot interleave with other output, then abort. */
 void nbm__fatal(const char *what, const void *p)
 {
-    nbm__write_str(2, "nbmalloc: ");
-    nbm__write_str(2, what);
-    nbm__write_str(2, " ");
-    nbm__write_hex(2, (uintptr_t)p);
-    nbm__write_str(2, "\n");
+    char line[256], hex[20];
+    size_t n = 0, h = 0;
+    const char *parts[2] = { "nbmalloc: ", what };
+    for (int k = 0; k < 2; k++)
+        for (const char *s = parts[k]; *s && n < sizeof line - 24; s++)
+            line[n++] = *s;
+    line[n++] = ' ';
+    line[n++] = '0';
+    line[n++] = 'x';
+    uintptr_t v = (uintptr_t)p;
+    do {
+        hex[h++] = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v);
+    while (h)
+        line[n++] = hex[--h];
+    line[n++] = '\n';
+    ssize_t w = write(2, line, n);
+    (void)w;
     abort();
 }

@@ -68,5 +68,5 @@ void nbm_stats_print(int fd)
 __attribute__((destructor)) static void nbm_exit_stats(void)
 {
     if (nbm__opt.show_stats)
-        nbm_stats_print(2);
+        nbm_stats_print(nbm__opt.stats_fd);
 }

@@ -1,0 +1,74 @@
+// test_cpp.cpp - a C++ program with several threads using std::string,
+// std::vector and std::map (and aligned, nothrow and array new). Its output
+// depends only on its arguments, so a run under LD_PRELOAD=libnbmalloc.so
+// must print exactly what a run under the system allocator prints.
+//
+//   nbm_test_cpp THREADS N
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+struct alignas(256) Wide {
+    std::uint64_t v[40];
+};
+
+static std::uint64_t work(unsigned id, unsigned n)
+{
+    std::map<std::string, std::vector<std::uint32_t>> m;
+    std::uint64_t x = id * 2654435761u + 1, sum = 0;
+    for (unsigned i = 0; i < n; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        std::string key = "key-" + std::to_string(x % (n / 4 + 1)) + std::string(x % 40, 'x');
+        auto &v = m[key];
+        v.push_back(static_cast<std::uint32_t>(x >> 33));
+        if (v.size() > 8)
+            v.erase(v.begin(), v.begin() + 4);
+        if (i % 97 == 0)
+            m.erase(m.begin());
+        if (i % 13 == 0) {
+            std::unique_ptr<Wide> w(new Wide{});
+            if (reinterpret_cast<std::uintptr_t>(w.get()) % 256 != 0)
+                std::abort();
+            w->v[0] = x;
+            sum += w->v[0] & 1;
+            std::unique_ptr<int[]> a(new (std::nothrow) int[1 + x % 3000]);
+            if (!a)
+                std::abort();
+            a[0] = 1;
+            sum += static_cast<std::uint64_t>(a[0]);
+        }
+    }
+    for (auto &kv : m) {
+        sum += kv.first.size();
+        for (auto e : kv.second)
+            sum = sum * 31 + e;
+    }
+    return sum ^ m.size();
+}
+
+int main(int argc, char **argv)
+{
+    unsigned threads = argc > 1 ? static_cast<unsigned>(std::atoi(argv[1])) : 4;
+    unsigned n = argc > 2 ? static_cast<unsigned>(std::atoi(argv[2])) : 20000;
+    std::vector<std::uint64_t> out(threads);
+    for (int round = 0; round < 3; round++) { // threads are recreated
+        std::vector<std::thread> ts;
+        for (unsigned t = 0; t < threads; t++)
+            ts.emplace_back([&out, t, n, round] { out[t] += work(t + 100 * round, n); });
+        for (auto &t : ts)
+            t.join();
+    }
+    std::uint64_t total = 0;
+    for (unsigned t = 0; t < threads; t++) {
+        std::printf("thread %u: %llu\n", t, static_cast<unsigned long long>(out[t]));
+        total ^= out[t];
+    }
+    std::printf("total: %llu\n", static_cast<unsigned long long>(total));
+    return 0;
+}
