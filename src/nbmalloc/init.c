@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/auxv.h>
 
 #include "internal.h"
@@ -58,9 +59,12 @@ void nbm__options_read(void)
 static uintptr_t make_secret(void)
 {
     uintptr_t s = (uintptr_t)&nbm__opt * UINT64_C(0x9E3779B97F4A7C15);
-    const uint64_t *r = (const uint64_t *)getauxval(AT_RANDOM);
-    if (r)
-        s ^= r[0] ^ (r[1] << 1);
+    const void *r = (const void *)getauxval(AT_RANDOM);
+    if (r) {
+        uint64_t w[2]; /* the bytes need not be 8-aligned */
+        memcpy(w, r, sizeof w);
+        s ^= w[0] ^ (w[1] << 1);
+    }
     return s | 1;
 }
 

@@ -17,6 +17,17 @@
 
 #include "nbmalloc.h"
 
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
+
 static int failures;
 #define CHECK(c)                                                             \
     do {                                                                     \
@@ -311,6 +322,8 @@ static void test_threads_and_fork(void)
             }
             void *m = nbm_malloc(1 << 20);
             nbm_free(m);
+            if (UNDER_TSAN) /* TSan cannot start threads after a threaded fork */
+                _exit(0);
             pthread_t c;
             if (pthread_create(&c, NULL, churn, NULL) != 0)
                 _exit(2);
