@@ -1,0 +1,166 @@
+/*
+ * wl_llfree.c - the page-frame patterns used to evaluate LLFree (Wrenger et
+ * al., USENIX ATC'23): bulk, repeat and rand. Same configuration as the
+ * other page-frame workloads (4 KiB frames, orders 0..10).
+ */
+#include <stdlib.h>
+
+#include "bench.h"
+
+static void *xcalloc(size_t n, size_t sz)
+{
+    void *p = calloc(n ? n : 1, sz);
+    if (!p)
+        abort();
+    return p;
+}
+
+static void llf_scale(bench_params_t *p, bench_scale_t s)
+{
+    static const size_t arena[] = { (size_t)4 << 20, (size_t)16 << 20, (size_t)64 << 20 };
+    static const unsigned rounds[] = { 1, 3, 10 };
+    static const uint64_t ops[] = { 5000, 20000, 1000000 };
+    p->arena.size = arena[s];
+    p->rounds = rounds[s];
+    p->ops = ops[s];
+}
+
+/* --- bulk: allocate everything, then free everything, timed apart --- */
+
+static void bulk_thread(bench_thread_t *t)
+{
+    const unsigned k = (unsigned)t->run->p->value;
+    size_t lo, hi;
+    bench_share(t, bench_arena_blocks(t, k), &lo, &hi);
+    size_t n = hi - lo;
+    void **v = xcalloc(n, sizeof *v);
+    bench_begin(t);
+    for (unsigned r = 0; r < t->run->p->rounds; r++) {
+        uint64_t t0 = bench_now_ns();
+        for (size_t i = 0; i < n; i++)
+            v[i] = bench_alloc_order(t, k);
+        t->alloc_ns += bench_now_ns() - t0;
+        if (r == 0)
+            bench_snapshot(t, "full");
+        else
+            bench_barrier(t); /* the free phase starts on a full arena */
+        t0 = bench_now_ns();
+        for (size_t i = n; i > 0; i--) /* last allocated, first freed */
+            if (v[i - 1])
+                bench_free(t, v[i - 1]);
+        t->free_ns += bench_now_ns() - t0;
+        bench_barrier(t);
+    }
+    bench_end(t);
+    free(v);
+}
+
+const bench_workload_t bench_wl_bulk = {
+    .name = "bulk", .source = "LLFree evaluation (Wrenger et al., ATC'23): bulk",
+    .help = "all threads allocate every --order block (arena full), barrier, free all in reverse; alloc and free ns/op apart (quick 3 rounds, paper 10)",
+    .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_ORDER, .metric = "alloc_ns,free_ns",
+    .scale = llf_scale, .thread = bulk_thread,
+};
+
+/* --- repeat: alloc+free of the same frame on a half-full arena --- */
+
+static void repeat_thread(bench_thread_t *t)
+{
+    const unsigned k = (unsigned)t->run->p->value;
+    const uint64_t n = t->run->p->ops / (uint64_t)t->nthreads;
+    size_t lo, hi;
+    bench_share(t, bench_arena_blocks(t, k) / 2, &lo, &hi);
+    size_t m = hi - lo;
+    void **v = xcalloc(m, sizeof *v);
+    for (size_t i = 0; i < m; i++)
+        v[i] = t->a->alloc_order(t->inst, k);
+    bench_snapshot(t, "half");
+    bench_begin(t);
+    for (uint64_t i = 0; i < n; i++) {
+        void *p = bench_alloc_order(t, k);
+        if (p)
+            bench_free(t, p);
+    }
+    bench_end(t);
+    for (size_t i = 0; i < m; i++)
+        if (v[i])
+            t->a->free(t->inst, v[i]);
+    free(v);
+}
+
+const bench_workload_t bench_wl_repeat = {
+    .name = "repeat", .source = "LLFree evaluation (Wrenger et al., ATC'23): repeat",
+    .help = "arena half full (packed), then each thread allocs and frees one --order block, ops/T times (quick 20k, paper 1M: each pair scans the busy half)",
+    .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_ORDER, .metric = "pair_ns",
+    .scale = llf_scale, .thread = repeat_thread,
+};
+
+/* --- rand: allocate, shuffle across threads, free (cross-thread frees) --- */
+
+typedef struct rand_shared {
+    size_t n;
+    void **v;
+} rand_shared_t;
+
+static int rand_setup(bench_run_t *r)
+{
+    rand_shared_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return -1;
+    s->n = r->p->arena.size / (r->p->arena.min_block << r->p->value);
+    s->v = calloc(s->n ? s->n : 1, sizeof *s->v);
+    if (!s->v) {
+        free(s);
+        return -1;
+    }
+    r->shared = s;
+    return 0;
+}
+
+static void rand_teardown(bench_run_t *r)
+{
+    rand_shared_t *s = r->shared;
+    free(s->v);
+    free(s);
+}
+
+static void rand_thread(bench_thread_t *t)
+{
+    rand_shared_t *s = t->run->shared;
+    const unsigned k = (unsigned)t->run->p->value;
+    size_t lo, hi;
+    bench_share(t, s->n, &lo, &hi);
+    bench_begin(t);
+    for (unsigned r = 0; r < t->run->p->rounds; r++) {
+        uint64_t t0 = bench_now_ns();
+        for (size_t i = lo; i < hi; i++)
+            s->v[i] = bench_alloc_order(t, k);
+        t->alloc_ns += bench_now_ns() - t0;
+        bench_barrier(t);
+        if (t->id == 0) /* one global shuffle: most blocks change owner */
+            for (size_t i = s->n; i > 1; i--) {
+                size_t j = (size_t)bench_rand_below(t, i);
+                void *x = s->v[i - 1];
+                s->v[i - 1] = s->v[j];
+                s->v[j] = x;
+            }
+        if (r == 0)
+            bench_snapshot(t, "full"); /* also the barrier after the shuffle */
+        else
+            bench_barrier(t);
+        t0 = bench_now_ns();
+        for (size_t i = lo; i < hi; i++)
+            if (s->v[i])
+                bench_free(t, s->v[i]);
+        t->free_ns += bench_now_ns() - t0;
+        bench_barrier(t);
+    }
+    bench_end(t);
+}
+
+const bench_workload_t bench_wl_rand = {
+    .name = "rand", .source = "LLFree evaluation (Wrenger et al., ATC'23): rand",
+    .help = "all threads allocate every --order block, one thread shuffles them, each frees a slice (mostly others' blocks); alloc and free ns/op",
+    .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_ORDER, .metric = "alloc_ns,free_ns",
+    .scale = llf_scale, .setup = rand_setup, .teardown = rand_teardown, .thread = rand_thread,
+};
