@@ -47,7 +47,11 @@ bool nbbs__geometry(size_t arena_size, const nbbs_config_t *cfg, nbbs_geom_t *g)
     }
     g->tree_bytes = (size_t)g->nwords * g->word_size;
     g->index_bytes = (size_t)g->nleaves;
-    g->meta_size = ALIGN_UP(sizeof(struct nbbs), NBBS_META_ALIGN) +
+    g->nhints = 1;
+    while (g->nhints < NBBS_HINTS && (uint64_t)g->nhints * 2 * 128 <= g->nleaves)
+        g->nhints *= 2;
+    g->hint_bytes = (size_t)g->nhints * NBBS_HINT_STRIDE * sizeof(uint64_t);
+    g->meta_size = ALIGN_UP(sizeof(struct nbbs), NBBS_META_ALIGN) + g->hint_bytes +
                    ALIGN_UP(g->tree_bytes, NBBS_META_ALIGN) + ALIGN_UP(g->index_bytes, 8);
     return true;
 }
@@ -115,6 +119,11 @@ nbbs_t *nbbs_init(void *meta, size_t meta_size, void *base, size_t arena_size,
     }
 
     char *p = (char *)meta + ALIGN_UP(sizeof(struct nbbs), NBBS_META_ALIGN);
+    b->hints = (_Atomic uint64_t *)p;
+    b->hint_mask = g.nhints - 1;
+    for (unsigned i = 0; i < g.nhints; i++) /* spread the start points */
+        nb_init_store(&b->hints[i * NBBS_HINT_STRIDE], g.nleaves * i / g.nhints);
+    p += g.hint_bytes;
     b->words = p;
     if (g.lpw == 4) {
         _Atomic uint64_t *w = (_Atomic uint64_t *)p;

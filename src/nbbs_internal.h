@@ -40,6 +40,13 @@
 /* x repeated in each of the 8 slots of a 64-bit word. */
 #define SLOT_REP(x) ((uint64_t)(x) * UINT64_C(0x842108421))
 
+/* Scan start hints: up to NBBS_HINTS cells, one cache line each, picked by a
+ * hash of the caller's stack address (so, in effect, per thread). A cell
+ * holds the leaf where its last allocation succeeded; the next scan starts
+ * there. Small arenas get fewer cells: at most half a byte per min_block. */
+#define NBBS_HINTS 64u
+#define NBBS_HINT_STRIDE 8u /* uint64_t per cell: 64 bytes */
+
 #define NBBS_MAGIC UINT64_C(0x6e6262732d763100) /* "nbbs-v1" */
 #define NBBS_MAX_ROWS (NBBS_MAX_ORDER + 1)
 
@@ -57,12 +64,14 @@ struct nbbs {
     unsigned  max_order;
     unsigned  lpw;       /* levels per row: 1 (TREE) or 4 (BUNCH) */
     unsigned  nrows;
+    unsigned  hint_mask; /* number of hint cells - 1 (a power of two) */
     bool      hosted;    /* metadata from nbbs_create */
     /* Per row k (0 = the row holding the leaves). */
     uint8_t   row_bottom[NBBS_MAX_ROWS]; /* level of the stored nodes */
     uint8_t   row_top[NBBS_MAX_ROWS];    /* level of the row's top nodes */
     uint8_t   row_spw_log[NBBS_MAX_ROWS];/* log2(slots per word) */
     uint64_t  row_off[NBBS_MAX_ROWS];    /* first word of the row */
+    _Atomic uint64_t *hints; /* NBBS_HINTS cells, NBBS_HINT_STRIDE apart */
     void             *words; /* _Atomic uint8_t[] (TREE) or _Atomic uint64_t[] (BUNCH) */
     _Atomic uint8_t  *index; /* per leaf: order + 1 of the live block starting there, or 0 */
 };
@@ -70,9 +79,9 @@ struct nbbs {
 /* Geometry of a configuration, computed without touching memory. */
 typedef struct nbbs_geom {
     size_t   min_block;
-    unsigned min_shift, max_order, lpw, nrows;
+    unsigned min_shift, max_order, lpw, nrows, nhints;
     uint64_t nleaves, ntrees, nwords;
-    size_t   word_size, tree_bytes, index_bytes, meta_size;
+    size_t   word_size, hint_bytes, tree_bytes, index_bytes, meta_size;
 } nbbs_geom_t;
 
 /* Fills g; returns false if the configuration is invalid. */
@@ -89,6 +98,15 @@ bool  nbbs__bunch_take(const nbbs_t *b, unsigned r, uint64_t gp);
 int   nbbs__bunch_validate(const nbbs_t *b);
 
 static inline bool nbbs__is_bunch(const nbbs_t *b) { return b->lpw == 4; }
+
+/* The calling thread's hint cell: thread stacks are far more than 64 KiB
+ * apart, and a thread's own stack pointer rarely crosses a 64 KiB line. */
+static inline _Atomic uint64_t *nbbs__hint(const nbbs_t *b)
+{
+    volatile char probe = 0;
+    uint64_t h = ((uint64_t)(uintptr_t)&probe >> 16) * UINT64_C(0x9E3779B97F4A7C15);
+    return &b->hints[((h >> 40) & b->hint_mask) * NBBS_HINT_STRIDE];
+}
 
 /* Index of the leaf at address p, or UINT64_MAX if p is not a min_block
  * boundary inside the arena. */

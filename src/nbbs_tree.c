@@ -8,6 +8,7 @@
 #define FN(name) nbbs__tree_##name
 #define nb_load_W nb_load_u8
 #define nb_store_W nb_store_u8
+#define nb_store_rel_W nb_store_rel_u8
 #define nb_cas_W nb_cas_u8
 #define nb_and_W nb_and_u8
 #include "nbbs_core.inc"

@@ -43,7 +43,6 @@ void nbm__classes_init(void)
         k->chunk = chunk;
         uint32_t batch = 16384 / s;
         k->batch = batch < 4 ? 4 : batch > 64 ? 64 : batch;
-        k->max = 2 * k->batch;
         k->shift = (uint32_t)__builtin_ctz(s);
         uint32_t odd = s >> k->shift;
         k->inv = inverse(odd);

@@ -62,10 +62,10 @@ typedef struct nbm_class {
     uint32_t size;       /* object size */
     uint32_t chunk;      /* bytes of the chunk objects are carved from (power of two) */
     uint32_t batch;      /* objects per batch moved to/from the shared stack */
-    uint32_t max;        /* objects a thread cache keeps before draining a batch */
     uint32_t shift;      /* size = odd << shift */
     uint32_t inv;        /* inverse of odd mod 2^32: offset check with one multiply */
     uint32_t lim;        /* UINT32_MAX / odd */
+    uint32_t pad[2];
 } nbm_class_t;
 
 NBM_HIDDEN extern nbm_class_t nbm__classes[NBM_NCLASSES];
@@ -107,10 +107,13 @@ NBM_HIDDEN extern nbm_desc_t *nbm__descs;
 static inline nbm_desc_t *nbm__desc(uint32_t i) { return &nbm__descs[i]; }
 
 /* --- thread cache ------------------------------------------------------------ */
+/* A bin's list grows to 2 * batch objects; the next free sends the oldest
+ * batch to the shared stack, leaving batch + 1, so neither a refill nor a
+ * drain can follow right after the other (no ping-pong at a boundary). */
 typedef struct nbm_bin {
-    void    *head;      /* free list through word 0 */
-    uint32_t count;
-    uint32_t pad;
+    void    *head;      /* free list through word 0, NULL-terminated */
+    uint32_t count;     /* objects on it */
+    uint32_t limit;     /* 2 * batch of the class, copied here for the fast path */
     char    *bump;      /* uncarved chunk memory [bump, bump_end) */
     char    *bump_end;
 } nbm_bin_t;
@@ -233,7 +236,7 @@ NBM_HIDDEN int    nbm__posix_memalign(void **out, size_t align, size_t n);
 
 /* About 10 instructions: a TLS load, a table lookup, a list pop and the
  * store that clears the freed-object tag. No atomic operation. */
-static inline void *nbm__malloc_fast(size_t n)
+__attribute__((always_inline)) static inline void *nbm__malloc_fast(size_t n)
 {
     nbm_tcache_t *tc = nbm__tc;
     if (NBM_LIKELY(n <= NBM_FAST_MAX && tc != NULL)) {
@@ -258,9 +261,9 @@ static inline bool nbm__offset_ok(const nbm_class_t *c, uintptr_t off)
     return (uint32_t)(off >> c->shift) * c->inv <= c->lim;
 }
 
-/* About 20 instructions: owner lookup, class byte, offset check, tag check
+/* About 30 instructions: owner lookup, class byte, offset check, tag check
  * and a list push. No atomic operation beyond two relaxed loads. */
-static inline void nbm__free_fast(void *p)
+__attribute__((always_inline)) static inline void nbm__free_fast(void *p)
 {
     uintptr_t a = (uintptr_t)p;
     uintptr_t owner = nbm__owner(a);
@@ -280,7 +283,7 @@ static inline void nbm__free_fast(void *p)
             o[0] = bin->head;
             o[1] = (void *)(a ^ nbm__secret);
             bin->head = o;
-            if (NBM_UNLIKELY(++bin->count > c->max))
+            if (NBM_UNLIKELY(++bin->count > bin->limit))
                 nbm__bin_drain(tc, cls);
             return;
         }

@@ -6,7 +6,7 @@
  *    the class's shared stack (one CAS); else take a new chunk from the
  *    back-end and carve from it (objects are carved lazily, so a chunk's
  *    untouched tail costs no RSS);
- *  - drain: when a bin holds more than 2 * batch objects, its first batch
+ *  - drain: when a bin holds more than 2 * batch objects, its oldest batch
  *    goes to the shared stack as one descriptor (one CAS);
  *  - thread exit (a pthread key destructor): every bin, bump range included,
  *    goes to the shared stacks, the descriptors to the shared pool, and the
@@ -63,11 +63,24 @@ nbm_tcache_t *nbm__tcache_get(void)
     tc->index = i;
     tc->arena_hint = i;
     tc->refills = tc->drains = 0;
+    for (unsigned c = 0; c < NBM_NCLASSES; c++)
+        tc->bins[c].limit = 2 * nbm__classes[c].batch;
     pthread_setspecific(tcache_key, tc);
     nbm__tc = tc;
     tstate = NBM_T_LIVE;
     nbm_stat_add(&nbm__gstats.threads, 1);
     return tc;
+}
+
+static void push_batch(nbm_tcache_t *tc, unsigned cls, void *list, uint32_t count)
+{
+    uint32_t d = nbm__desc_get(tc);
+    nbm_desc_t *ds = nbm__desc(d);
+    ds->list = list;
+    ds->count = count;
+    ds->bump = ds->bump_end = NULL;
+    nbm__stack_push(&nbm__class_stack[cls], (char *)nbm__descs, sizeof(nbm_desc_t), d, d);
+    tc->drains++;
 }
 
 void nbm__tcache_flush(nbm_tcache_t *tc)
@@ -83,7 +96,9 @@ void nbm__tcache_flush(nbm_tcache_t *tc)
         ds->bump = bin->bump;
         ds->bump_end = bin->bump_end;
         nbm__stack_push(&nbm__class_stack[c], (char *)nbm__descs, sizeof(nbm_desc_t), d, d);
-        memset(bin, 0, sizeof *bin);
+        bin->head = NULL;
+        bin->count = 0;
+        bin->bump = bin->bump_end = NULL;
         tc->drains++;
     }
     nbm__desc_flush(tc);
@@ -180,24 +195,19 @@ void *nbm__small_alloc_generic(unsigned cls)
     return p;
 }
 
-/* The bin is over its limit: its first batch goes to the shared stack. */
+/* The bin is over its limit: the oldest batch (the list's tail) goes to the
+ * shared stack. One walk of batch + 1 recently freed, cache-hot objects. */
 void nbm__bin_drain(nbm_tcache_t *tc, unsigned cls)
 {
     nbm_bin_t *bin = &tc->bins[cls];
-    uint32_t n = nbm__classes[cls].batch;
+    uint32_t keep = bin->count - nbm__classes[cls].batch;
     void **last = bin->head;
-    for (uint32_t k = 1; k < n; k++)
+    for (uint32_t k = 1; k < keep; k++)
         last = last[0];
-    uint32_t d = nbm__desc_get(tc);
-    nbm_desc_t *ds = nbm__desc(d);
-    ds->list = bin->head;
-    ds->count = n;
-    ds->bump = ds->bump_end = NULL;
-    bin->head = last[0];
-    bin->count -= n;
+    void *tail = last[0];
     last[0] = NULL;
-    nbm__stack_push(&nbm__class_stack[cls], (char *)nbm__descs, sizeof(nbm_desc_t), d, d);
-    tc->drains++;
+    push_batch(tc, cls, tail, bin->count - keep);
+    bin->count = keep;
 }
 
 /* A small free on a thread without a cache: a one-object batch. */
