@@ -161,6 +161,7 @@ static void test_bad_free(nbbs_layout_t lay)
     CHECK_EQ(nbbs_free(b, NULL), 0);
     CHECK(memcmp(snap, meta, need) == 0);
     CHECK_EQ(nbbs_block_size(NULL, big), 0);
+    CHECK_EQ(nbbs_validate(NULL), NBBS_EINVAL);
     CHECK_EQ(nbbs_block_size(b, NULL), 0);
     CHECK_EQ(nbbs_free(b, big), 0);
     CHECK_EQ(nbbs_free(b, big), NBBS_EINVAL); /* double free */
