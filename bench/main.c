@@ -192,6 +192,20 @@ static long peak_rss_kb(void)
     return kb;
 }
 
+/* The 1-minute load average: other work on the machine skews every number,
+ * so the report shows it next to them. */
+static double loadavg(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
 static void json_str(FILE *f, const char *s)
 {
     fputc('"', f);
@@ -342,7 +356,7 @@ static void make_params(const bench_workload_t *w, long value, bench_params_t *p
     if (w->cfg == BENCH_CFG_PAPER) { /* the paper: 8 B .. 16 KiB */
         p->arena = (bench_arena_t){ .min_block = 8, .max_order = 11, .size = (size_t)32 << 20 };
     } else {                         /* page frames: 4 KiB, orders 0..10 */
-        p->arena = (bench_arena_t){ .min_block = 4096, .max_order = 10, .size = (size_t)256 << 20 };
+        p->arena = (bench_arena_t){ .min_block = 4096, .max_order = 10, .size = (size_t)64 << 20 };
     }
     w->scale(p, opt.scale);
     if (opt.min_block)
@@ -508,7 +522,7 @@ static void json_header(FILE *f, const char *argv0)
     json_str(f, u.release);
     fprintf(f, ", \"compiler\": ");
     json_str(f, __VERSION__);
-    fprintf(f, "},\n \"results\": [");
+    fprintf(f, ", \"loadavg_start\": %.2f},\n \"results\": [", loadavg());
 }
 
 /* ------------------------------------------------------------------------
@@ -697,7 +711,8 @@ int main(int argc, char **argv)
             }
     }
     if (json) {
-        fprintf(json, "\n ], \"elapsed_s\": %.3f}\n", (double)(bench_now_ns() - t_start) / 1e9);
+        fprintf(json, "\n ], \"elapsed_s\": %.3f, \"loadavg_end\": %.2f}\n",
+                (double)(bench_now_ns() - t_start) / 1e9, loadavg());
         if (fclose(json) != 0)
             die("error writing %s", opt.json);
     }

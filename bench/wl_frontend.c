@@ -26,7 +26,7 @@ typedef struct ring {
 
 static void pc_scale(bench_params_t *p, bench_scale_t s)
 {
-    static const uint64_t ops[] = { 20000, 100000, 10000000 };
+    static const uint64_t ops[] = { 20000, 200000, 10000000 };
     p->ops = ops[s];
 }
 
@@ -106,7 +106,7 @@ static void pc_thread(bench_thread_t *t)
 
 const bench_workload_t bench_wl_prodcons = {
     .name = "prodcons", .source = "ours (front-end issue; cross-thread frees as in seed 003)",
-    .help = "threads in a ring: each allocates 8..1024 B blocks and passes them to the next, which frees them (quick 100k, paper 10M blocks)",
+    .help = "threads in a ring: each allocates 8..1024 B blocks and passes them to the next, which frees them (quick 200k, paper 10M blocks)",
     .cfg = BENCH_CFG_PAPER, .param = BENCH_PARAM_NONE, .malloc_ok = 1, .metric = "ops_per_s",
     .scale = pc_scale, .setup = pc_setup, .teardown = pc_teardown, .thread = pc_thread,
 };
@@ -117,7 +117,7 @@ const bench_workload_t bench_wl_prodcons = {
 
 static void hp_scale(bench_params_t *p, bench_scale_t s)
 {
-    static const unsigned rounds[] = { 1, 5, 50 };
+    static const unsigned rounds[] = { 1, 10, 50 };
     p->rounds = rounds[s];
 }
 
@@ -152,7 +152,7 @@ static void hp_thread(bench_thread_t *t)
 
 const bench_workload_t bench_wl_hybrid_pool = {
     .name = "hybrid-pool", .source = "seed 004 (lock-free hybrid memory pool), its timing experiment",
-    .help = "each thread: 10000 allocations of 8..1024 B randomly interleaved with frees of random live blocks, per round (quick 5, paper 50 rounds)",
+    .help = "each thread: 10000 allocations of 8..1024 B randomly interleaved with frees of random live blocks, per round (quick 10, paper 50 rounds)",
     .cfg = BENCH_CFG_PAPER, .param = BENCH_PARAM_NONE, .malloc_ok = 1, .metric = "time_s",
     .scale = hp_scale, .thread = hp_thread,
 };

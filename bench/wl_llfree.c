@@ -17,9 +17,9 @@ static void *xcalloc(size_t n, size_t sz)
 
 static void llf_scale(bench_params_t *p, bench_scale_t s)
 {
-    static const size_t arena[] = { (size_t)4 << 20, (size_t)16 << 20, (size_t)64 << 20 };
-    static const unsigned rounds[] = { 1, 3, 10 };
-    static const uint64_t ops[] = { 5000, 20000, 1000000 };
+    static const size_t arena[] = { (size_t)4 << 20, (size_t)64 << 20, (size_t)4 << 30 };
+    static const unsigned rounds[] = { 1, 5, 10 };
+    static const uint64_t ops[] = { 5000, 100000, 5000000 };
     p->arena.size = arena[s];
     p->rounds = rounds[s];
     p->ops = ops[s];
@@ -57,7 +57,7 @@ static void bulk_thread(bench_thread_t *t)
 
 const bench_workload_t bench_wl_bulk = {
     .name = "bulk", .source = "LLFree evaluation (Wrenger et al., ATC'23): bulk",
-    .help = "all threads allocate every --order block (arena full), barrier, free all in reverse; alloc and free ns/op apart (quick 3 rounds, paper 10)",
+    .help = "all threads allocate every --order block (arena full), barrier, free all in reverse; alloc and free ns/op apart (quick 5 rounds, paper 10)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_ORDER, .metric = "alloc_ns,free_ns",
     .scale = llf_scale, .thread = bulk_thread,
 };
@@ -90,7 +90,7 @@ static void repeat_thread(bench_thread_t *t)
 
 const bench_workload_t bench_wl_repeat = {
     .name = "repeat", .source = "LLFree evaluation (Wrenger et al., ATC'23): repeat",
-    .help = "arena half full (packed), then each thread allocs and frees one --order block, ops/T times (quick 20k, paper 1M: each pair scans the busy half)",
+    .help = "arena half full (packed), then each thread allocs and frees one --order block, ops/T times (quick 100k, paper 5M)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_ORDER, .metric = "pair_ns",
     .scale = llf_scale, .thread = repeat_thread,
 };

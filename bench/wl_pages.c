@@ -10,13 +10,11 @@
 
 #include "bench.h"
 
-/* Arena bytes per scale (a fake range: nothing is mapped): 1 Ki, 4 Ki and
- * 16 Ki frames. Small on purpose: filling an arena costs nbbs time
- * quadratic in the number of frames (each allocation scans the busy nodes
- * before its thread's start point, see bench/README.md). */
+/* Arena bytes per scale (a fake range: nothing is mapped): 1 Ki, 16 Ki and
+ * 1 Mi frames. */
 static void page_arena(bench_params_t *p, bench_scale_t s)
 {
-    static const size_t arena[] = { (size_t)4 << 20, (size_t)16 << 20, (size_t)64 << 20 };
+    static const size_t arena[] = { (size_t)4 << 20, (size_t)64 << 20, (size_t)4 << 30 };
     p->arena.size = arena[s];
 }
 
@@ -52,7 +50,7 @@ static void shuffle(bench_thread_t *t, void **v, size_t n)
 
 static void cached_scale(bench_params_t *p, bench_scale_t s)
 {
-    static const uint64_t ops[] = { 20000, 500000, 20000000 };
+    static const uint64_t ops[] = { 20000, 1000000, 20000000 };
     page_arena(p, s);
     p->ops = ops[s];
 }
@@ -75,7 +73,7 @@ static void cached_thread(bench_thread_t *t)
 
 const bench_workload_t bench_wl_cached = {
     .name = "cached", .source = "NBBS reference code, fourth benchmark",
-    .help = "each thread: alloc+free one block of --order in a tight loop on an empty arena, ops/T times (quick 500k, paper 20M)",
+    .help = "each thread: alloc+free one block of --order in a tight loop on an empty arena, ops/T times (quick 1M, paper 20M)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_ORDER, .malloc_ok = 1, .metric = "pair_ns",
     .scale = cached_scale, .thread = cached_thread,
 };
@@ -84,7 +82,7 @@ const bench_workload_t bench_wl_cached = {
 
 static void seq_scale(bench_params_t *p, bench_scale_t s)
 {
-    static const unsigned rounds[] = { 1, 3, 10 };
+    static const unsigned rounds[] = { 1, 5, 10 };
     page_arena(p, s);
     p->rounds = rounds[s];
 }
@@ -118,7 +116,7 @@ static void seq_thread(bench_thread_t *t)
 
 const bench_workload_t bench_wl_alloc_seq = {
     .name = "alloc-seq", .source = "kernel page-frame NBBS bench (seed 001), scenario 1",
-    .help = "each thread allocates its equal share of all --order blocks (arena full), then frees them; alloc ns/op (quick 3 rounds, paper 10)",
+    .help = "each thread allocates its equal share of all --order blocks (arena full), then frees them; alloc ns/op (quick 5 rounds, paper 10)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_ORDER, .metric = "alloc_ns",
     .scale = seq_scale, .thread = seq_thread,
 };
@@ -192,7 +190,7 @@ const bench_workload_t bench_wl_free_rnd = {
 
 static void stress_scale(bench_params_t *p, bench_scale_t s)
 {
-    static const double secs[] = { 0.02, 0.1, 5.0 };
+    static const double secs[] = { 0.02, 0.2, 5.0 };
     page_arena(p, s);
     p->seconds = secs[s];
 }
@@ -245,7 +243,7 @@ static void stress_thread(bench_thread_t *t)
 
 const bench_workload_t bench_wl_stress = {
     .name = "stress", .source = "kernel page-frame NBBS bench (seed 001), scenario 5",
-    .help = "each thread fills its 1/T of the arena to 95% with random orders, frees random blocks down to 5%, repeats for a duration (quick 0.1 s, paper 5 s)",
+    .help = "each thread fills its 1/T of the arena to 95% with random orders, frees random blocks down to 5%, repeats for a duration (quick 0.2 s, paper 5 s)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_NONE, .metric = "ops_per_s",
     .scale = stress_scale, .thread = stress_thread,
 };
@@ -254,7 +252,7 @@ const bench_workload_t bench_wl_stress = {
 
 static void fill_scale(bench_params_t *p, bench_scale_t s)
 {
-    static const uint64_t ops[] = { 20000, 200000, 4000000 };
+    static const uint64_t ops[] = { 20000, 500000, 4000000 };
     page_arena(p, s);
     p->ops = ops[s];
 }
@@ -292,7 +290,7 @@ static void fill_thread(bench_thread_t *t)
 
 const bench_workload_t bench_wl_fill_cost = {
     .name = "fill-cost", .source = "ours (back-end targets)",
-    .help = "fill the arena to --fill % with scattered order-0 frames, then time alloc+free pairs of order 0 (quick 200k, paper 4M pairs)",
+    .help = "fill the arena to --fill % with scattered order-0 frames, then time alloc+free pairs of order 0 (quick 500k, paper 4M pairs)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_FILL, .metric = "pair_ns",
     .scale = fill_scale, .thread = fill_thread,
 };

@@ -21,7 +21,7 @@ static size_t rand_small(bench_thread_t *t)
 
 static void ls_scale(bench_params_t *p, bench_scale_t s)
 {
-    static const uint64_t ops[] = { 20000, 400000, 20000000 };
+    static const uint64_t ops[] = { 20000, 1000000, 20000000 };
     p->ops = ops[s];
 }
 
@@ -41,7 +41,7 @@ static void ls_thread(bench_thread_t *t)
 
 const bench_workload_t bench_wl_linux_scalability = {
     .name = "linux-scalability", .source = "NBBS paper IV (Lever & Boreham's Linux scalability test)",
-    .help = "each thread: alloc+free one block of --size bytes, ops/T times (quick 400k, paper 20M ops)",
+    .help = "each thread: alloc+free one block of --size bytes, ops/T times (quick 1M, paper 20M ops)",
     .cfg = BENCH_CFG_PAPER, .param = BENCH_PARAM_SIZE, .malloc_ok = 1, .metric = "time_s",
     .scale = ls_scale, .thread = ls_thread,
 };
@@ -52,7 +52,7 @@ const bench_workload_t bench_wl_linux_scalability = {
 
 static void tt_scale(bench_params_t *p, bench_scale_t s)
 {
-    static const unsigned rounds[] = { 2, 3, 200 };
+    static const unsigned rounds[] = { 2, 20, 200 };
     p->ops = TT_BLOCKS;
     p->rounds = rounds[s];
 }
@@ -85,7 +85,7 @@ static void tt_thread(bench_thread_t *t)
 
 const bench_workload_t bench_wl_thread_test = {
     .name = "thread-test", .source = "NBBS paper IV (Berger et al.'s Hoard threadtest)",
-    .help = "each thread: alloc 10000/T blocks of --size bytes, then free them; R rounds (quick 3, paper 200)",
+    .help = "each thread: alloc 10000/T blocks of --size bytes, then free them; R rounds (quick 20, paper 200)",
     .cfg = BENCH_CFG_PAPER, .param = BENCH_PARAM_SIZE, .malloc_ok = 1, .metric = "time_s",
     .scale = tt_scale, .thread = tt_thread,
 };
@@ -101,7 +101,7 @@ typedef struct larson {
 
 static void larson_scale(bench_params_t *p, bench_scale_t s)
 {
-    static const double secs[] = { 0.02, 0.1, 10.0 };
+    static const double secs[] = { 0.02, 0.2, 10.0 };
     p->seconds = secs[s];
     p->ops = s == BENCH_SCALE_SMOKE ? 100 : LARSON_SLOTS;
 }
@@ -172,7 +172,7 @@ static void larson_thread(bench_thread_t *t)
 
 const bench_workload_t bench_wl_larson = {
     .name = "larson", .source = "NBBS paper IV (Larson & Krishnan, ISMM'98)",
-    .help = "server simulation: 1000 live blocks/thread of 8..1024 B, free+alloc random slots, regions rotate across threads; throughput in a window (quick 0.1 s, paper 10 s)",
+    .help = "server simulation: 1000 live blocks/thread of 8..1024 B, free+alloc random slots, regions rotate across threads; throughput in a window (quick 0.2 s, paper 10 s)",
     .cfg = BENCH_CFG_PAPER, .param = BENCH_PARAM_NONE, .malloc_ok = 1, .metric = "ops_per_s",
     .scale = larson_scale, .setup = larson_setup, .teardown = larson_teardown, .thread = larson_thread,
 };
@@ -186,7 +186,7 @@ typedef struct co_block {
 
 static void co_scale(bench_params_t *p, bench_scale_t s)
 {
-    static const uint64_t ops[] = { 20000, 200000, 20000000 };
+    static const uint64_t ops[] = { 20000, 500000, 20000000 };
     static const unsigned mult[] = { 2, 16, 16 };
     p->ops = ops[s];
     p->rounds = mult[s]; /* pool multiplier: c*16 blocks of s, c*8 of 2s, ... c of 16s */
@@ -227,7 +227,7 @@ static void co_thread(bench_thread_t *t)
 
 const bench_workload_t bench_wl_constant_occupancy = {
     .name = "constant-occupancy", .source = "NBBS paper IV (the authors' own test)",
-    .help = "each thread: a pool of 16:8:4:2:1 blocks of size s..16s, then free a random one and re-alloc its size, ops/T times (quick 200k, paper 20M)",
+    .help = "each thread: a pool of 16:8:4:2:1 blocks of size s..16s, then free a random one and re-alloc its size, ops/T times (quick 500k, paper 20M)",
     .cfg = BENCH_CFG_PAPER, .param = BENCH_PARAM_SIZE, .malloc_ok = 1, .metric = "time_s",
     .scale = co_scale, .thread = co_thread,
 };

@@ -1,0 +1,462 @@
+#!/usr/bin/env python3
+"""Turns nbbs-bench JSON into PNG plots and a Markdown report.
+
+Reads every file nbbs-bench and bench/run.sh leave in the results directory:
+  main-<scale>.json    the main suite (one per scale that was run)
+  backend-*.json       the back-end targets (cached, fill-cost)
+  count.json           the counting build (atomic operations)
+  frontend-<label>.json  the malloc comparison, one per preloaded malloc
+  lockfree_list.txt    examples/lockfree_list result lines
+  notes.txt            what run.sh skipped, and why
+Writes <results>/<scale>-<workload>.png, frontend-*.png and the report.
+Every number in the report comes from those files; nothing is typed in.
+"""
+import argparse
+import glob
+import json
+import os
+import statistics
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+ALLOC_ORDER = ["nbbs-tree", "nbbs-bunch", "tree-sl", "bunch-sl", "lists-sl", "malloc"]
+STYLE = {
+    "nbbs-tree": dict(color="tab:blue", marker="o", ls="-"),
+    "nbbs-bunch": dict(color="tab:green", marker="s", ls="-"),
+    "tree-sl": dict(color="tab:blue", marker="o", ls="--", mfc="none"),
+    "bunch-sl": dict(color="tab:green", marker="s", ls="--", mfc="none"),
+    "lists-sl": dict(color="tab:red", marker="^", ls=":"),
+    "malloc": dict(color="tab:gray", marker="x", ls="-."),
+}
+METRIC = {  # key in summary, axis label, unit scale, lower is better
+    "time_s": ("wall_s", "execution time (s)", 1.0, True),
+    "ops_per_s": ("ops_per_s", "throughput (Mops/s)", 1e-6, False),
+    "alloc_ns": ("alloc_ns", "ns per allocation", 1.0, True),
+    "free_ns": ("free_ns", "ns per free", 1.0, True),
+    "pair_ns": ("pair_ns", "ns per alloc+free pair (per thread)", 1.0, True),
+}
+TWINS = [("nbbs-tree", "tree-sl"), ("nbbs-bunch", "bunch-sl"), ("nbbs-tree", "lists-sl"),
+         ("nbbs-bunch", "lists-sl")]
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit(f"plot.py: cannot read {path}: {e}")
+
+
+def med(r, key):
+    v = r["summary"][key]["median"]
+    return None if v is None or v < 0 else v
+
+
+def fmt(v, unit_scale=1.0):
+    if v is None:
+        return "–"
+    v *= unit_scale
+    if v == 0:
+        return "0"
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    if abs(v) >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3g}"
+
+
+def pval(r):
+    return "" if r["param"] == "none" else f"{r['param']}={r['value']}"
+
+
+def group(results):
+    """{workload: {param value label: {allocator: {threads: result}}}} in run order."""
+    g = {}
+    for r in results:
+        g.setdefault(r["workload"], {}).setdefault(pval(r), {}).setdefault(r["allocator"], {})[r["threads"]] = r
+    return g
+
+
+def allocs_sorted(names):
+    return sorted(names, key=lambda a: (ALLOC_ORDER.index(a) if a in ALLOC_ORDER else 99, a))
+
+
+# ---------------------------------------------------------------------------
+# Plots
+# ---------------------------------------------------------------------------
+
+def plot_workload(outdir, prefix, wl, byparam, series_style=STYLE, title_extra=""):
+    """One PNG per workload: rows = metrics, columns = parameter values."""
+    first = next(iter(next(iter(byparam.values())).values()))
+    metrics = next(iter(first.values()))["metric"].split(",")
+    params = list(byparam)
+    fig, axes = plt.subplots(len(metrics), len(params), squeeze=False,
+                             figsize=(4.6 * len(params) + 1.2, 3.4 * len(metrics)))
+    for ci, pv in enumerate(params):
+        for ri, m in enumerate(metrics):
+            key, label, sc, _ = METRIC[m]
+            ax = axes[ri][ci]
+            for a in allocs_sorted(byparam[pv]):
+                runs = byparam[pv][a]
+                ts = sorted(runs)
+                ys, lo, hi = [], [], []
+                for t in ts:
+                    s = runs[t]["summary"][key]
+                    if s["median"] is None or s["median"] < 0:
+                        ys.append(float("nan")); lo.append(0); hi.append(0)
+                        continue
+                    ys.append(s["median"] * sc)
+                    lo.append(max(0.0, (s["median"] - s["min"]) * sc))
+                    hi.append(max(0.0, (s["max"] - s["median"]) * sc))
+                st = series_style.get(a, {})
+                ax.errorbar(ts, ys, yerr=[lo, hi], label=a, capsize=3, lw=1.6, ms=5, **st)
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(sorted({t for a in byparam[pv] for t in byparam[pv][a]}))
+            ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+            ax.set_xlabel("threads")
+            ax.set_ylabel(label)
+            ax.set_ylim(bottom=0)
+            ax.grid(True, alpha=0.3)
+            ax.set_title(f"{wl} {pv}".strip(), fontsize=10)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center right", fontsize=9)
+    fig.suptitle(f"{wl}{title_extra}  (median of runs, bars: min–max)", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1 - 1.2 / (4.6 * len(params) + 1.2), 0.95))
+    name = f"{prefix}-{wl}.png"
+    fig.savefig(os.path.join(outdir, name), dpi=90)
+    plt.close(fig)
+    return name
+
+
+# ---------------------------------------------------------------------------
+# Report sections
+# ---------------------------------------------------------------------------
+
+def machine_line(doc):
+    m = doc["machine"]
+    load = ""
+    if m.get("loadavg_start", -1) >= 0:
+        load = f"; 1-min load average {m['loadavg_start']:.1f} at start"
+        if doc.get("loadavg_end", -1) >= 0:
+            load += f", {doc['loadavg_end']:.1f} at end"
+    return (f"{m['model']}, {m['cpus']} CPUs online, Linux {m['kernel']}, compiled with gcc {m['compiler']}; "
+            f"run {doc['date']}{load}")
+
+
+def gain(lf, lk, lower_better):
+    if lf is None or lk is None or lf <= 0 or lk <= 0:
+        return None
+    return (lk / lf - 1) if lower_better else (lf / lk - 1)
+
+
+def main_section(doc, outdir, lines, plots):
+    scale = doc["scale"]
+    g = group(doc["results"])
+    lines.append(f"## Main suite, scale `{scale}` ({doc['repeat']} runs per point, medians)\n")
+    lines.append(f"Machine: {machine_line(doc)}. Wall time of the whole suite: {doc.get('elapsed_s', 0):.0f} s.\n")
+    lines.append("Each cell is the median of the runs, with the range min–max of the runs after it when they "
+                 "differ by more than 10%. Gains are of the headline metric: positive means the lock-free "
+                 "layout is faster.\n")
+    for wl, byparam in g.items():
+        for pv, byalloc in byparam.items():
+            any_r = next(iter(next(iter(byalloc.values())).values()))
+            m = any_r["metric"].split(",")[0]
+            key, label, sc, lower = METRIC[m]
+            threads = sorted({t for a in byalloc for t in byalloc[a]})
+            c = any_r["config"]
+            lines.append(f"### {wl} {pv}\n")
+            lines.append(f"{label}; min block {c['min_block']} B, max order {c['max_order']}, "
+                         f"arena {c['arena'] >> 20} MiB.\n")
+            lines.append("| allocator | " + " | ".join(f"T={t}" for t in threads) + " |")
+            lines.append("|---|" + "---|" * len(threads))
+            for a in allocs_sorted(byalloc):
+                cells = []
+                for t in threads:
+                    r = byalloc[a].get(t)
+                    if not r:
+                        cells.append("–")
+                        continue
+                    s = r["summary"][key]
+                    cell = fmt(med(r, key), sc)
+                    if s["median"] and s["median"] > 0 and (s["max"] - s["min"]) / s["median"] > 0.10:
+                        cell += f" ({fmt(s['min'], sc)}–{fmt(s['max'], sc)})"
+                    cells.append(cell)
+                lines.append(f"| {a} | " + " | ".join(cells) + " |")
+            rows = []
+            for lf, lk in TWINS:
+                if lf in byalloc and lk in byalloc:
+                    cells = []
+                    for t in threads:
+                        gv = gain(med(byalloc[lf][t], key) if t in byalloc[lf] else None,
+                                  med(byalloc[lk][t], key) if t in byalloc[lk] else None, lower)
+                        cells.append("–" if gv is None else f"{gv * 100:+.0f}%")
+                    rows.append(f"| {lf} vs {lk} | " + " | ".join(cells) + " |")
+            if rows:
+                lines.append("")
+                lines.append("| gain | " + " | ".join(f"T={t}" for t in threads) + " |")
+                lines.append("|---|" + "---|" * len(threads))
+                lines.extend(rows)
+            lines.append("")
+        name = plot_workload(outdir, scale, wl, byparam)
+        plots.append(name)
+        lines.append(f"![{wl}]({os.path.relpath(os.path.join(outdir, name), os.path.dirname(REPORT_PATH) or '.')})\n")
+    other_metrics(doc, g, lines)
+
+
+def other_metrics(doc, g, lines):
+    lines.append(f"### Other metrics, scale `{doc['scale']}` (at the largest thread count; medians over runs)\n")
+    lines.append("failed = allocations that returned NULL (summed over runs); fairness = fewest / most "
+                 "operations of one thread; ext. frag = largest free block / free bytes at each phase end "
+                 "(1 = all free space in one block); alloc/req = granted / requested bytes; "
+                 "meta = metadata bytes; RSS = peak resident set of the run.\n")
+    lines.append("| workload | allocator | T | failed | fairness | ext. frag (phase: ratio) | alloc/req | meta | RSS MiB |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
+    for wl, byparam in g.items():
+        for pv, byalloc in byparam.items():
+            for a in allocs_sorted(byalloc):
+                t = max(byalloc[a])
+                r = byalloc[a][t]
+                runs = r["runs"]
+                failed = sum(x["failed"] for x in runs)
+                fair = statistics.median(
+                    [x["thread_ops_min"] / x["thread_ops_max"] if x["thread_ops_max"] else 1 for x in runs])
+                phases = {}
+                for x in runs:
+                    for s in x["frag"]:
+                        phases.setdefault(s["phase"], []).append(s["ratio"])
+                frag = ", ".join(f"{p}: {statistics.median(v):.2f}" for p, v in phases.items()) or "–"
+                intf = "–" if a == "malloc" else fmt(med(r, "int_frag"))
+                meta = f"{r['meta_bytes'] / 2**20:.1f} MiB" if r["meta_bytes"] else "–"
+                rss = statistics.median([x["peak_rss_kb"] for x in runs]) / 1024
+                lines.append(f"| {wl} {pv} | {a} | {t} | {failed} | {fair:.2f} | {frag} | {intf} | {meta} | {rss:.0f} |")
+    lines.append("")
+
+
+def find(results, **kw):
+    for r in results:
+        if all(r.get(k) == v for k, v in kw.items()):
+            return r
+    return None
+
+
+def backend_section(outdir, lines):
+    cached = glob.glob(os.path.join(outdir, "backend-cached.json"))
+    fill = glob.glob(os.path.join(outdir, "backend-fill.json"))
+    count = os.path.join(outdir, "count.json")
+    if not cached and not fill and not os.path.exists(count):
+        return
+    lines.append("## Back-end targets\n")
+    lines.append("4 KiB frames, max order 10, empty arena unless said; medians of the runs (each run: "
+                 "ops/T alloc+free pairs per thread). ns per pair = time a thread spends per pair.\n")
+    verdicts = []
+    if cached:
+        doc = load(cached[0])
+        res = doc["results"]
+        lines.append(f"Machine: {machine_line(doc)}; {doc['repeat']} runs per point.\n")
+        lines.append("| layout | order | T | ns per pair (min–max) | total Mops/s (alloc+free) | pairs/s |")
+        lines.append("|---|---|---|---|---|---|")
+        for a in ("nbbs-tree", "nbbs-bunch"):
+            for r in res:
+                if r["allocator"] != a:
+                    continue
+                s = r["summary"]["pair_ns"]
+                tp = r["summary"]["ops_per_s"]["median"]
+                lines.append(f"| {a} | {r['value']} | {r['threads']} | {fmt(s['median'])} "
+                             f"({fmt(s['min'])}–{fmt(s['max'])}) | {tp / 1e6:.2f} | {tp / 2e6:.2f} M |")
+        lines.append("")
+        b1 = find(res, allocator="nbbs-bunch", value=0, threads=1)
+        if b1:
+            v = med(b1, "pair_ns")
+            verdicts.append(f"- alloc+free ≤ 40 ns single-thread, BUNCH order 0: measured {fmt(v)} ns — "
+                            f"{'met' if v is not None and v <= 40 else 'NOT met'}.")
+        for a in ("nbbs-tree", "nbbs-bunch"):
+            r1, r8 = find(res, allocator=a, value=0, threads=1), find(res, allocator=a, value=0, threads=8)
+            if r1 and r8:
+                t1, t8 = med(r1, "ops_per_s"), med(r8, "ops_per_s")
+                verdicts.append(f"- 8 threads on {doc['machine']['cpus']} cores ≥ single-thread throughput, "
+                                f"{a} order 0: {t8 / 1e6:.2f} vs {t1 / 1e6:.2f} Mops/s — "
+                                f"{'met' if t8 >= t1 else 'NOT met'}.")
+    if fill:
+        doc = load(fill[0])
+        res = doc["results"]
+        lines.append("fill-cost: arena filled to X% with scattered order-0 frames, then alloc+free pairs of "
+                     "order 0, 1 thread.\n")
+        lines.append("| layout | fill | ns per pair (min–max) |")
+        lines.append("|---|---|---|")
+        for r in res:
+            s = r["summary"]["pair_ns"]
+            lines.append(f"| {r['allocator']} | {r['value']}% | {fmt(s['median'])} ({fmt(s['min'])}–{fmt(s['max'])}) |")
+        lines.append("")
+        for a in ("nbbs-tree", "nbbs-bunch"):
+            lo, hi = find(res, allocator=a, value=5), find(res, allocator=a, value=95)
+            if lo and hi:
+                x, y = med(lo, "pair_ns"), med(hi, "pair_ns")
+                if x and y:
+                    verdicts.append(f"- 95% occupancy cost ≤ 2× the 5% cost, {a}: {fmt(y)} vs {fmt(x)} ns "
+                                    f"({y / x:.2f}×) — {'met' if y <= 2 * x else 'NOT met'}.")
+    if os.path.exists(count):
+        doc = load(count)
+        lines.append("### Atomic operations per operation (counting build `nbbs-bench-count`)\n")
+        lines.append("From the library built with `NBBS_ATOMIC_HOOK`; one run per point. `locked` = CAS + RMW + "
+                     "stores (every one is a locked instruction on x86-64: stores are seq_cst), per alloc or "
+                     "free; pairs = ×2. Loads are plain loads.\n")
+        lines.append("| workload | layout | T | loads/op | CAS/op | failed CAS/op | RMW/op | stores/op | locked/op | locked/pair |")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|")
+        per = {}
+        tmax = max(r["threads"] for r in doc["results"])
+        for r in doc["results"]:
+            if r["threads"] not in (1, tmax):
+                continue
+            x = r["runs"][0]
+            at, ops = x.get("atomics"), x["ops"]
+            if not at or not ops:
+                continue
+            locked = (at["cas"] + at["rmw"] + at["stores"]) / ops
+            per[(r["workload"], r["allocator"], r["threads"], r["value"])] = locked
+            lines.append(f"| {r['workload']} {pval(r)} | {r['allocator']} | {r['threads']} | {at['loads'] / ops:.2f} | "
+                         f"{at['cas'] / ops:.3f} | {at['cas_failed'] / ops:.4f} | {at['rmw'] / ops:.3f} | "
+                         f"{at['stores'] / ops:.3f} | {locked:.3f} | {2 * locked:.2f} |")
+        lines.append("")
+        # The target is stated for a pair of one order-0 block (cached); the
+        # other workloads are shown for the record, mixed sizes change it.
+        for wl in ("cached", "linux-scalability", "thread-test", "constant-occupancy", "larson"):
+            t_ = [v for k, v in per.items() if k[0] == wl and k[1] == "nbbs-tree" and k[2] == 1]
+            b_ = [v for k, v in per.items() if k[0] == wl and k[1] == "nbbs-bunch" and k[2] == 1]
+            if t_ and b_ and t_[0]:
+                ratio = b_[0] / t_[0]
+                verdict = ("met" if ratio <= 0.37 else "NOT met") if wl == "cached" else "for the record"
+                verdicts.append(f"- BUNCH locked ops per pair ≤ ~1/3 of TREE's, {wl}, 1 thread: {2 * b_[0]:.2f} vs "
+                                f"{2 * t_[0]:.2f} ({ratio:.2f}×) — {verdict}.")
+    if verdicts:
+        lines.append("### Against the targets\n")
+        lines.extend(verdicts)
+        lines.append("")
+
+
+def frontend_section(outdir, lines, plots, notes):
+    files = sorted(glob.glob(os.path.join(outdir, "frontend-*.json")))
+    if not files and not notes:
+        return
+    lines.append("## Front-end comparison (malloc implementations, each in its own process)\n")
+    lines.append("nbbs-bench's `malloc` allocator calls the process's malloc/free, so each row is the same "
+                 "program under a different `LD_PRELOAD` (glibc: none). Medians of the runs; RSS = peak "
+                 "resident set during the run (VmHWM, reset before each run).\n")
+    docs = [load(f) for f in files]
+    order = ["glibc", "jemalloc", "mimalloc", "tcmalloc", "nbmalloc"]
+    docs.sort(key=lambda d: order.index(d["label"]) if d["label"] in order else 99)
+    for n in notes:
+        if n.startswith("front-end") or n.startswith("lockfree_list"):
+            lines.append(f"- {n}")
+    lines.append("")
+    if not docs:
+        return
+    lines.append(f"Machine: {machine_line(docs[0])}.\n")
+    keys = []
+    for d in docs:
+        for r in d["results"]:
+            k = (r["workload"], pval(r))
+            if k not in keys:
+                keys.append(k)
+    threads = sorted({r["threads"] for d in docs for r in d["results"]})
+    lines.append("| workload | malloc | " + " | ".join(f"T={t} time s" for t in threads) + " | "
+                 + " | ".join(f"T={t} Mops/s" for t in threads) + " | peak RSS MiB (max T) |")
+    lines.append("|---|---|" + "---|" * (2 * len(threads) + 1))
+    for wl, pv in keys:
+        for d in docs:
+            rs = {r["threads"]: r for r in d["results"] if r["workload"] == wl and pval(r) == pv}
+            if not rs:
+                continue
+            times = [fmt(med(rs[t], "wall_s")) if t in rs else "–" for t in threads]
+            tps = [fmt(med(rs[t], "ops_per_s"), 1e-6) if t in rs else "–" for t in threads]
+            tmax = max(rs)
+            rss = statistics.median([x["peak_rss_kb"] for x in rs[tmax]["runs"]]) / 1024
+            lines.append(f"| {wl} {pv} | {d['label']} | " + " | ".join(times) + " | " + " | ".join(tps)
+                         + f" | {rss:.1f} |")
+    lines.append("")
+    # Plots: one per workload, a line per malloc.
+    colors = ["tab:gray", "tab:orange", "tab:purple", "tab:brown", "tab:blue", "tab:green"]
+    by_wl = {}
+    for d in docs:
+        for r in d["results"]:
+            by_wl.setdefault(r["workload"], {}).setdefault(pval(r), {}).setdefault(d["label"], {})[r["threads"]] = r
+    style = {d["label"]: dict(color=colors[i % len(colors)], marker="os^vDx"[i % 6], ls="-")
+             for i, d in enumerate(docs)}
+    for wl, byparam in by_wl.items():
+        name = plot_workload(outdir, "frontend", wl, byparam, series_style=style, title_extra=" — malloc front-ends")
+        plots.append(name)
+        lines.append(f"![{wl}]({os.path.relpath(os.path.join(outdir, name), os.path.dirname(REPORT_PATH) or '.')})\n")
+
+
+def lockfree_list_section(outdir, lines):
+    path = os.path.join(outdir, "lockfree_list.txt")
+    if not os.path.exists(path):
+        return
+    rows = {}
+    with open(path) as f:
+        for line in f:
+            kv = dict(p.split("=", 1) for p in line.split() if "=" in p)
+            try:
+                rows.setdefault((kv["label"], int(kv["threads"])), []).append(float(kv["ops_per_sec"]))
+            except (KeyError, ValueError):
+                continue
+    if not rows:
+        return
+    lines.append("### examples/lockfree_list under glibc and nbmalloc\n")
+    lines.append("| malloc | threads | runs | median ops/s | min | max |")
+    lines.append("|---|---|---|---|---|---|")
+    for (label, t), v in sorted(rows.items()):
+        lines.append(f"| {label} | {t} | {len(v)} | {statistics.median(v):.4g} | {min(v):.4g} | {max(v):.4g} |")
+    lines.append("")
+
+
+REPORT_PATH = "REPORT.md"
+
+
+def main():
+    global REPORT_PATH
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", default="bench/results")
+    ap.add_argument("--report", default="REPORT.md")
+    args = ap.parse_args()
+    REPORT_PATH = args.report
+    outdir = args.results
+    mains = sorted(glob.glob(os.path.join(outdir, "main-*.json")),
+                   key=lambda p: ["smoke", "quick", "paper"].index(p.rsplit("-", 1)[1][:-5])
+                   if p.rsplit("-", 1)[1][:-5] in ("smoke", "quick", "paper") else 9)
+    notes = []
+    if os.path.exists(os.path.join(outdir, "notes.txt")):
+        with open(os.path.join(outdir, "notes.txt")) as f:
+            notes = [x.strip() for x in f if x.strip()]
+    if not mains and not glob.glob(os.path.join(outdir, "*.json")):
+        sys.exit(f"plot.py: no results in {outdir}")
+    lines = ["# nbbs benchmark report\n",
+             "Generated by `bench/plot.py` from the JSON in `" + outdir + "` (written by `bench/run.sh`, "
+             "`make bench`). Workloads and allocators are described in `bench/README.md`. "
+             "`nbbs-tree`/`nbbs-bunch` are the lock-free layouts; `tree-sl`/`bunch-sl` the same layouts under "
+             "one global spin lock; `lists-sl` a Linux-style free-list buddy under one spin lock; `malloc` the "
+             "process's malloc. The machine has few cores: thread counts above it measure oversubscription "
+             "(a preempted lock holder stalls every waiter; a preempted lock-free thread stalls nobody).\n"]
+    plots = []
+    backend_section(outdir, lines)
+    for p in mains:
+        main_section(load(p), outdir, lines, plots)
+    frontend_section(outdir, lines, plots, notes)
+    lockfree_list_section(outdir, lines)
+    other = [n for n in notes if not (n.startswith("front-end") or n.startswith("lockfree_list"))]
+    if other:
+        lines.append("## Notes from run.sh\n")
+        lines.extend(f"- {n}" for n in other)
+        lines.append("")
+    with open(args.report, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"plot.py: {len(plots)} plots in {outdir}, report {args.report}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# The benchmark suite, one command (`make bench`):
+#   1. installs dependencies (scripts/deps.sh) and builds nbbs-bench (gcc
+#      release build in build/release);
+#   2. the main suite: every workload x allocator at 1, 2, 4, 8 threads,
+#      BENCH_REPEAT runs each (quick scale: about 2 minutes on 2 cores);
+#   3. the back-end targets (cached at order 0 and 9, fill-cost at 5% and
+#      95%, 5 runs each) and the counting build's atomic operations per op;
+#   4. the front-end comparison: nbbs-bench's malloc allocator under glibc
+#      and each LD_PRELOADed malloc, one process per malloc, plus
+#      examples/lockfree_list when it exists;
+#   5. bench/plot.py: PNGs in the results directory and the report.
+#
+# Options (flags or environment):
+#   --scale S | BENCH_SCALE=S        smoke | quick (default) | paper
+#   --workload W,.. | BENCH_WORKLOADS  main-suite workloads (default all)
+#   --threads T,.. | BENCH_THREADS   default 1,2,4,8
+#   --repeat N | BENCH_REPEAT        default 3 (the targets and front-end use 5)
+#   --out DIR | BENCH_OUT            results directory (default bench/results)
+#   --report F | BENCH_REPORT        report file (default REPORT.md)
+#   --build DIR | BENCH_BUILD        build directory (default build/release)
+#   --main-only | BENCH_MAIN_ONLY=1  skip targets, counting and front-end
+#   --no-deps | BENCH_NO_DEPS=1      do not run scripts/deps.sh
+# A paper-scale run of three workloads, kept apart from the quick results:
+#   bash bench/run.sh --scale paper --workload linux-scalability,thread-test,constant-occupancy --main-only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SCALE=${BENCH_SCALE:-quick}
+WORKLOADS=${BENCH_WORKLOADS:-all}
+THREADS=${BENCH_THREADS:-1,2,4,8}
+REPEAT=${BENCH_REPEAT:-3}
+OUT=${BENCH_OUT:-bench/results}
+REPORT=${BENCH_REPORT:-REPORT.md}
+BUILD=${BENCH_BUILD:-build/release}
+MAIN_ONLY=${BENCH_MAIN_ONLY:-0}
+NO_DEPS=${BENCH_NO_DEPS:-0}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --scale) SCALE=$2; shift 2 ;;
+    --workload) WORKLOADS=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
+    --repeat) REPEAT=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --report) REPORT=$2; shift 2 ;;
+    --build) BUILD=$2; shift 2 ;;
+    --main-only) MAIN_ONLY=1; shift ;;
+    --no-deps) NO_DEPS=1; shift ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+case "$SCALE" in smoke|quick|paper) ;; *) echo "run.sh: --scale must be smoke, quick or paper" >&2; exit 2 ;; esac
+# The targets and the front-end use 5 runs, except in the seconds-long smoke.
+REPEAT5=5
+[ "$SCALE" = smoke ] && REPEAT5=1
+
+[ "$NO_DEPS" = 1 ] || bash scripts/deps.sh
+
+# --- build ---------------------------------------------------------------
+if [ ! -f "$BUILD/build.ninja" ]; then
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ >/dev/null
+fi
+cmake --build "$BUILD" --target nbbs-bench nbbs-bench-count
+# Other engineers' programs the comparison uses; absent or broken is not fatal.
+for t in nbmalloc lockfree_list; do
+  if ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q "^$t:"; then
+    cmake --build "$BUILD" --target "$t" > "$BUILD/bench-$t.log" 2>&1 \
+      || { tail -5 "$BUILD/bench-$t.log"; echo "run.sh: note: target $t did not build (log $BUILD/bench-$t.log)"; }
+  fi
+done
+BENCH="$BUILD/bench/nbbs-bench"
+COUNT="$BUILD/bench/nbbs-bench-count"
+
+mkdir -p "$OUT"
+rm -f "$OUT"/main-"$SCALE".json
+if [ "$MAIN_ONLY" != 1 ]; then
+  rm -f "$OUT"/backend-*.json "$OUT"/count.json "$OUT"/frontend-*.json "$OUT"/lockfree_list.txt "$OUT"/notes.txt
+fi
+note() { echo "$*" | tee -a "$OUT/notes.txt"; }
+t0=$(date +%s)
+src="git $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+git diff --quiet HEAD -- src include 2>/dev/null || src="$src plus uncommitted changes in src/ or include/"
+note "scale $SCALE: library source $src, built in $BUILD"
+
+# --- main suite ------------------------------------------------------------
+echo "== main suite: scale $SCALE, threads $THREADS, $REPEAT runs each"
+"$BENCH" --scale "$SCALE" --workload "$WORKLOADS" --threads "$THREADS" --repeat "$REPEAT" \
+  --json "$OUT/main-$SCALE.json"
+
+if [ "$MAIN_ONLY" != 1 ]; then
+  # --- back-end targets ----------------------------------------------------
+  echo "== back-end targets ($REPEAT5 runs each)"
+  "$BENCH" --scale "$SCALE" --workload cached --order 0,9 --threads 1,2,8 --repeat "$REPEAT5" \
+    --allocator nbbs-tree,nbbs-bunch --json "$OUT/backend-cached.json"
+  "$BENCH" --scale "$SCALE" --workload fill-cost --fill 5,95 --threads 1 --repeat "$REPEAT5" \
+    --allocator nbbs-tree,nbbs-bunch --json "$OUT/backend-fill.json"
+
+  # --- counting build ------------------------------------------------------
+  echo "== counting build: atomic operations per operation"
+  "$COUNT" --scale "$SCALE" --workload cached,linux-scalability,thread-test,constant-occupancy,larson \
+    --allocator nbbs-tree,nbbs-bunch --threads "$THREADS" --repeat 1 --quiet --json "$OUT/count.json"
+
+  # --- front-end comparison -------------------------------------------------
+  echo "== front-end comparison: each malloc in its own process"
+  FE_WORKLOADS=larson,thread-test,linux-scalability,prodcons,hybrid-pool
+  LIBDIR=/usr/lib/x86_64-linux-gnu
+  mimalloc=$( (dpkg -L libmimalloc2.0 2>/dev/null || true) | grep -E '/libmimalloc\.so\.2$' | head -1)
+  [ -n "$mimalloc" ] || mimalloc=$LIBDIR/libmimalloc.so.2
+  nbmalloc=$(find "$BUILD" -path '*src/nbmalloc/*' -name libnbmalloc.so 2>/dev/null | head -1)
+  for pair in "glibc:" "jemalloc:$LIBDIR/libjemalloc.so.2" "mimalloc:$mimalloc" \
+              "tcmalloc:$LIBDIR/libtcmalloc_minimal.so.4" "nbmalloc:$nbmalloc"; do
+    label=${pair%%:*}
+    lib=${pair#*:}
+    if [ "$label" != glibc ] && [ ! -f "$lib" ]; then
+      note "front-end: $label skipped (library ${lib:-libnbmalloc.so} not found)"
+      continue
+    fi
+    echo "-- $label ${lib:+(LD_PRELOAD=$lib)}"
+    if ! env ${lib:+LD_PRELOAD=$lib} "$BENCH" --allocator malloc --workload "$FE_WORKLOADS" \
+         --size 8,128,1024 --threads 1,2,4 --repeat "$REPEAT5" --scale "$SCALE" --label "$label" \
+         --quiet --json "$OUT/frontend-$label.json"; then
+      note "front-end: $label run FAILED, its results are left out"
+      rm -f "$OUT/frontend-$label.json"
+    fi
+  done
+  lfl="$BUILD/examples/lockfree_list"
+  if [ -x "$lfl" ]; then
+    secs=1
+    [ "$SCALE" = smoke ] && secs=0.2
+    for pair in "glibc:" "nbmalloc:$nbmalloc"; do
+      label=${pair%%:*}
+      lib=${pair#*:}
+      [ "$label" = glibc ] || [ -f "$lib" ] || { note "lockfree_list: $label skipped (no library)"; continue; }
+      for T in 1 2 4; do
+        for r in $(seq "$REPEAT5"); do
+          line=$(env ${lib:+LD_PRELOAD=$lib} "$lfl" --threads "$T" --seconds "$secs" 2>/dev/null | grep '^lockfree_list ' | tail -1) \
+            || line=""
+          [ -n "$line" ] && echo "label=$label $line" >> "$OUT/lockfree_list.txt" \
+            || note "lockfree_list: $label T=$T run $r printed no result line"
+        done
+      done
+    done
+  else
+    note "lockfree_list: $lfl not built, skipped"
+  fi
+fi
+
+# --- plots and report ------------------------------------------------------
+echo "== plots and report"
+.venv/bin/python bench/plot.py --results "$OUT" --report "$REPORT"
+echo "== done in $(( $(date +%s) - t0 )) s: $REPORT, plots in $OUT/"

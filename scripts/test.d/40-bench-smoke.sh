@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Benchmark smoke test (seconds): runs bench/run.sh at the smoke scale into a
+# temporary directory and checks that the JSON parses and has the fields the
+# report needs, that every workload and allocator ran, that the plots are PNG
+# files and that the report has its sections. No timing is asserted.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BENCH_BUILD:-build/release}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+if [ ! -x "$BUILD/bench/nbbs-bench" ] || [ ! -x "$BUILD/bench/nbbs-bench-count" ]; then
+  [ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$BUILD" --target nbbs-bench nbbs-bench-count
+fi
+B="$BUILD/bench/nbbs-bench"
+
+# The command line must refuse what it does not know.
+if "$B" --workload no-such-workload --quiet >/dev/null 2>&1; then
+  echo "bench-smoke: an unknown workload was accepted" >&2; exit 1
+fi
+"$B" --help > "$tmp/help.txt"
+
+bash bench/run.sh --scale smoke --threads 1,2 --repeat 1 --no-deps --build "$BUILD" \
+  --out "$tmp/results" --report "$tmp/REPORT.md" > "$tmp/run.log" 2>&1 \
+  || { tail -40 "$tmp/run.log"; echo "bench-smoke: run.sh failed" >&2; exit 1; }
+
+PY=.venv/bin/python
+[ -x "$PY" ] || PY=python3
+"$PY" - "$tmp" "$B" <<'PYEOF'
+import json, os, subprocess, sys
+tmp, bench = sys.argv[1], sys.argv[2]
+res = os.path.join(tmp, "results")
+errors = []
+
+def check(cond, msg):
+    if not cond:
+        errors.append(msg)
+
+names = subprocess.run([bench, "--list"], capture_output=True, text=True, check=True).stdout
+wl_names = [l.split()[0] for l in names.split("Allocators:")[0].splitlines()[1:] if l.strip()]
+al_names = [l.split()[0] for l in names.split("Allocators:")[1].splitlines() if l.strip()]
+help_text = open(os.path.join(tmp, "help.txt")).read()
+for w in wl_names:
+    check(w in help_text, f"--help does not describe {w}")
+
+SUMMARY = ["wall_s", "ops_per_s", "ns_per_op", "pair_ns", "alloc_ns", "free_ns", "int_frag"]
+RUN = ["wall_s", "ops", "allocs", "frees", "failed", "ops_per_s", "ns_per_op", "alloc_ns", "free_ns",
+       "thread_ops_min", "thread_ops_max", "int_frag", "peak_rss_kb", "frag"]
+
+def load(name):
+    path = os.path.join(res, name)
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except Exception as e:
+        errors.append(f"{name}: {e}")
+        return None
+
+def check_doc(name, doc, counting=False):
+    for k in ("tool", "label", "scale", "repeat", "machine", "results", "elapsed_s"):
+        check(k in doc, f"{name}: no '{k}'")
+    check(doc.get("results"), f"{name}: no results")
+    for r in doc.get("results", []):
+        tag = f"{name}: {r.get('workload')}/{r.get('allocator')}/T={r.get('threads')}"
+        for k in ("workload", "allocator", "threads", "param", "value", "metric", "config", "meta_bytes",
+                  "summary", "runs"):
+            check(k in r, f"{tag}: no '{k}'")
+        for k in SUMMARY:
+            s = r["summary"].get(k, {})
+            check(all(x in s for x in ("median", "min", "max")), f"{tag}: summary {k} incomplete")
+        check(len(r["runs"]) == doc["repeat"], f"{tag}: {len(r['runs'])} runs, expected {doc['repeat']}")
+        for x in r["runs"]:
+            for k in RUN:
+                check(k in x, f"{tag}: run has no '{k}'")
+            check(x.get("ops", 0) > 0 and x.get("wall_s", 0) > 0, f"{tag}: a run did no work")
+            if counting:
+                at = x.get("atomics")
+                check(at and at["cas"] + at["rmw"] > 0, f"{tag}: counting run counted no atomic operation")
+
+main = load("main-smoke.json")
+if main:
+    check_doc("main-smoke.json", main)
+    seen_w = {r["workload"] for r in main["results"]}
+    seen_a = {r["allocator"] for r in main["results"]}
+    check(seen_w == set(wl_names), f"main: workloads missing: {set(wl_names) - seen_w}")
+    check(seen_a == set(al_names), f"main: allocators missing: {set(al_names) - seen_a}")
+    check({r["threads"] for r in main["results"]} == {1, 2}, "main: thread counts are not 1,2")
+for f in ("backend-cached.json", "backend-fill.json"):
+    d = load(f)
+    if d:
+        check_doc(f, d)
+d = load("count.json")
+if d:
+    check(d.get("counting") == 1, "count.json: not from the counting build")
+    check_doc("count.json", d, counting=True)
+fe = [f for f in os.listdir(res) if f.startswith("frontend-") and f.endswith(".json")]
+check("frontend-glibc.json" in fe, "no glibc front-end results")
+for f in fe:
+    d = load(f)
+    if d:
+        check_doc(f, d)
+        check(d["label"] == f[len("frontend-"):-5], f"{f}: label {d['label']}")
+
+pngs = [f for f in os.listdir(res) if f.endswith(".png")]
+for w in wl_names:
+    check(f"smoke-{w}.png" in pngs, f"no plot for {w}")
+for f in pngs:
+    with open(os.path.join(res, f), "rb") as fh:
+        check(fh.read(8) == b"\x89PNG\r\n\x1a\n", f"{f} is not a PNG")
+report = open(os.path.join(tmp, "REPORT.md")).read()
+for s in ("## Back-end targets", "## Main suite, scale `smoke`", "## Front-end comparison",
+          "nbbs-bunch vs bunch-sl", "nbbs-tree vs lists-sl", "Atomic operations per operation"):
+    check(s in report, f"REPORT.md has no '{s}'")
+
+if errors:
+    print("bench-smoke: FAILED", *errors[:40], sep="\n  ", file=sys.stderr)
+    sys.exit(1)
+print(f"bench-smoke: ok ({len(main['results'])} main results, {len(pngs)} plots, {len(fe)} front-end files)")
+PYEOF
