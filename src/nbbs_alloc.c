@@ -39,6 +39,9 @@ int nbbs_free(nbbs_t *b, void *p)
         return NBBS_EINVAL; /* a concurrent free of the same block won */
     unsigned order = v - 1u;
     unsigned r = b->max_order - order;
+    _Atomic uint64_t *hint = nbbs__hint(b); /* the next allocation here starts at this block */
+    if (nb_hint_load(hint) != leaf)
+        nb_hint_store(hint, leaf);
     if (nbbs__is_bunch(b))
         nbbs__bunch_release(b, r, leaf >> order);
     else
