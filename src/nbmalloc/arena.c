@@ -15,7 +15,9 @@
  * The page_order byte of the first page says the block is the user's; free
  * takes it with an exchange, so a double free or an interior pointer is seen.
  *
- * Decay. A freed medium block is kept on a per-order stack (a descriptor
+ * Decay. A thread keeps its last freed medium block of each order up to
+ * 512 KiB for its next request of that order (no atomic RMW but the
+ * page-byte exchange). Other freed medium blocks are kept on a per-order stack (a descriptor
  * holding the block and its free time) and reused first by the next request
  * of that order. At most every NBM_PURGE_DELAY_MS, a free sweeps the stacks:
  * blocks that stayed free longer than the delay are madvise'd away and given
@@ -131,27 +133,39 @@ static unsigned order_for(size_t n)
     return 64u - (unsigned)__builtin_clzll((n - 1) >> NBM_PAGE_SHIFT);
 }
 
+/* Fast case (no atomic RMW): the thread's own last freed block of this
+ * order. Then the shared decay cache (one CAS), then the back-end. */
 void *nbm__medium_alloc(size_t size, size_t align, bool *fresh)
 {
     unsigned order = order_for(size > align ? size : align);
-    void *p = NULL;
-    uint32_t d = nbm__stack_pop(&decay[order], (char *)nbm__descs, sizeof(nbm_desc_t));
-    nbm_tcache_t *tc = nbm__tc;
-    if (d) {
-        p = nbm__desc(d)->list;
-        nbm_stat_sub(&nbm__gstats.medium_cached, NBM_PAGE << order);
-        nbm__desc_put(tc, d);
+    nbm_tcache_t *tc = nbm__tcache_get(); /* NULL while being set up: no cache */
+    void *p;
+    if (tc && order < NBM_MCACHE_ORDERS && tc->mcache[order]) {
+        p = tc->mcache[order];
+        tc->mcache[order] = NULL;
         *fresh = false;
     } else {
-        uint32_t any = 0;
-        p = nbm__block_alloc(order, tc ? &tc->arena_hint : &any);
-        if (!p)
-            return NULL;
-        *fresh = true; /* never used, or purged before it went back */
+        uint32_t d = nbm__stack_pop(&decay[order], (char *)nbm__descs, sizeof(nbm_desc_t));
+        if (d) {
+            p = nbm__desc(d)->list;
+            nbm_stat_sub(&nbm__gstats.medium_cached, NBM_PAGE << order);
+            nbm__desc_put(tc, d);
+            *fresh = false;
+        } else {
+            uint32_t any = 0;
+            p = nbm__block_alloc(order, tc ? &tc->arena_hint : &any);
+            if (!p)
+                return NULL;
+            *fresh = true; /* never used, or purged before it went back */
+        }
     }
     nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)p);
-    nbm_store_u8(&ar->page_order[((uintptr_t)p - ar->base) >> NBM_PAGE_SHIFT], (uint8_t)(order + 1));
-    nbm_stat_add(&nbm__gstats.medium_live, 1);
+    /* Relaxed: read by a free, which the user orders after this return. */
+    nbm_store_u8_relaxed(&ar->page_order[((uintptr_t)p - ar->base) >> NBM_PAGE_SHIFT], (uint8_t)(order + 1));
+    if (tc)
+        tc->medium_delta++;
+    else
+        nbm_stat_add(&nbm__gstats.medium_live, 1);
     return p;
 }
 
@@ -182,23 +196,40 @@ static void release(nbm_arena_t *ar, void *p, unsigned order)
 void nbm__medium_free(nbm_arena_t *ar, void *p, const char *who)
 {
     unsigned order = medium_order(ar, p, who, true);
-    size_t size = NBM_PAGE << order;
-    nbm_stat_sub(&nbm__gstats.medium_live, 1);
-    if (nbm_load_u64_relaxed(&nbm__gstats.medium_cached) + size > nbm__opt.cache_max) {
-        release(ar, p, order);
+    nbm_tcache_t *tc = nbm__tc;
+    if (tc) {
+        tc->medium_delta--;
+        if (order < NBM_MCACHE_ORDERS && !tc->mcache[order]) {
+            tc->mcache[order] = p;
+            return;
+        }
     } else {
-        uint64_t now = nbm__os_now_ns();
-        uint32_t d = nbm__desc_get(nbm__tc);
-        nbm_desc_t *ds = nbm__desc(d);
-        ds->list = p;
-        ds->count = order;
-        ds->bump = (char *)(uintptr_t)now;
-        nbm_stat_add(&nbm__gstats.medium_cached, size);
-        nbm__stack_push(&decay[order], (char *)nbm__descs, sizeof(nbm_desc_t), d, d);
-        uint64_t last = nbm_load_u64_relaxed(&last_sweep);
-        if (now - last >= nbm__opt.purge_delay_ns && nbm_cas_u64(&last_sweep, &last, now))
-            nbm__decay_sweep(false);
+        nbm_stat_sub(&nbm__gstats.medium_live, 1);
     }
+    (void)ar;
+    nbm__medium_release(p, order);
+}
+
+/* A free medium block goes to the decay cache (or, past its cap, back to the
+ * back-end purged); every NBM_PURGE_DELAY_MS one caller sweeps. */
+void nbm__medium_release(void *p, unsigned order)
+{
+    size_t size = NBM_PAGE << order;
+    if (nbm_load_u64_relaxed(&nbm__gstats.medium_cached) + size > nbm__opt.cache_max) {
+        release((nbm_arena_t *)nbm__owner((uintptr_t)p), p, order);
+        return;
+    }
+    uint64_t now = nbm__os_now_ns();
+    uint32_t d = nbm__desc_get(nbm__tc);
+    nbm_desc_t *ds = nbm__desc(d);
+    ds->list = p;
+    ds->count = order;
+    ds->bump = (char *)(uintptr_t)now;
+    nbm_stat_add(&nbm__gstats.medium_cached, size);
+    nbm__stack_push(&decay[order], (char *)nbm__descs, sizeof(nbm_desc_t), d, d);
+    uint64_t last = nbm_load_u64_relaxed(&last_sweep);
+    if (now - last >= nbm__opt.purge_delay_ns && nbm_cas_u64(&last_sweep, &last, now))
+        nbm__decay_sweep(false);
 }
 
 /* Detaches each order's stack, releases the entries older than the delay

@@ -78,6 +78,14 @@ void nbm_thread_flush(void)
 
 void nbm_purge(void)
 {
-    if (nbm_load_u32(&nbm__ready) == 2)
-        nbm__decay_sweep(true);
+    if (nbm_load_u32(&nbm__ready) != 2)
+        return;
+    nbm_tcache_t *tc = nbm__tc;
+    for (unsigned o = 0; tc && o < NBM_MCACHE_ORDERS; o++)
+        if (tc->mcache[o]) {
+            void *p = tc->mcache[o];
+            tc->mcache[o] = NULL;
+            nbm__medium_release(p, o);
+        }
+    nbm__decay_sweep(true);
 }

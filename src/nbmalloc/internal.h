@@ -119,6 +119,7 @@ typedef struct nbm_bin {
 } nbm_bin_t;
 
 #define NBM_DESC_STASH 64
+#define NBM_MCACHE_ORDERS 8 /* medium blocks of 4..512 KiB: one per order per thread */
 
 typedef struct nbm_tcache {
     _Atomic uint32_t next;      /* free-tcache stack link */
@@ -127,7 +128,9 @@ typedef struct nbm_tcache {
     uint32_t ndesc;             /* free descriptors held in desc[] */
     nbm_bin_t bins[NBM_NCLASSES];
     uint32_t desc[NBM_DESC_STASH];
+    void    *mcache[NBM_MCACHE_ORDERS]; /* a freed medium block per order, reused first */
     uint64_t refills, drains;   /* joined into the globals at thread exit */
+    int64_t  medium_delta;      /* medium blocks allocated minus freed by this thread */
 } nbm_tcache_t;
 
 enum { NBM_T_NEW = 0, NBM_T_INIT = 1, NBM_T_LIVE = 2, NBM_T_DEAD = 3 };
@@ -202,6 +205,7 @@ NBM_HIDDEN size_t nbm__medium_size(nbm_arena_t *ar, const void *p, const char *w
 NBM_HIDDEN nbm_arena_t *nbm__arena_at(uint32_t i);
 NBM_HIDDEN uint32_t nbm__arena_count(void);
 NBM_HIDDEN void nbm__decay_sweep(bool all);
+NBM_HIDDEN void nbm__medium_release(void *p, unsigned order); /* to the decay cache */
 
 /* --- huge mappings (huge.c) --------------------------------------------------- */
 NBM_HIDDEN void  *nbm__huge_alloc(size_t size, size_t align);

@@ -101,7 +101,15 @@ void nbm__tcache_flush(nbm_tcache_t *tc)
         bin->bump = bin->bump_end = NULL;
         tc->drains++;
     }
+    for (unsigned o = 0; o < NBM_MCACHE_ORDERS; o++)
+        if (tc->mcache[o]) {
+            void *p = tc->mcache[o];
+            tc->mcache[o] = NULL;
+            nbm__medium_release(p, o);
+        }
     nbm__desc_flush(tc);
+    nbm_stat_add(&nbm__gstats.medium_live, (uint64_t)tc->medium_delta);
+    tc->medium_delta = 0;
     nbm_stat_add(&nbm__gstats.refills, tc->refills);
     nbm_stat_add(&nbm__gstats.drains, tc->drains);
     tc->refills = tc->drains = 0;
