@@ -11,14 +11,14 @@
 void *nbm__malloc_generic(size_t n)
 {
     void *p;
+    nbm__init(); /* the class tables too: a preloaded malloc may be called
+                    from another library's constructor before ours ran */
     if (n <= NBM_SMALL_MAX) {
         p = nbm__small_alloc_generic(nbm__class_of(n));
     } else if (n <= NBM_MEDIUM_MAX) {
         bool fresh;
-        nbm__init();
         p = nbm__medium_alloc(n, 0, &fresh);
     } else {
-        nbm__init();
         p = nbm__huge_alloc(n, 0);
     }
     if (NBM_UNLIKELY(!p))
