@@ -347,7 +347,16 @@ def frontend_section(outdir, lines, plots, notes):
     lines.append("nbbs-bench's `malloc` allocator calls the process's malloc/free, so each row is the same "
                  "program under a different `LD_PRELOAD` (glibc: none). Medians of the runs; RSS = peak "
                  "resident set during the run (VmHWM, reset before each run).\n")
-    docs = [load(f) for f in files]
+    # run.sh writes several files per malloc (frontend-<label>-<part>.json):
+    # merge them by label.
+    docs = []
+    for f in files:
+        d = load(f)
+        same = [x for x in docs if x["label"] == d["label"]]
+        if same:
+            same[0]["results"].extend(d["results"])
+        else:
+            docs.append(d)
     order = ["glibc", "jemalloc", "mimalloc", "tcmalloc", "nbmalloc"]
     docs.sort(key=lambda d: order.index(d["label"]) if d["label"] in order else 99)
     for n in notes:

@@ -104,7 +104,10 @@ if [ "$MAIN_ONLY" != 1 ]; then
 
   # --- front-end comparison -------------------------------------------------
   echo "== front-end comparison: each malloc in its own process"
-  FE_WORKLOADS=larson,thread-test,linux-scalability,prodcons,hybrid-pool
+  FE_MORE_LS="" FE_MORE_TT="" FE_MORE_PC=""
+  if [ "$SCALE" = quick ]; then
+    FE_MORE_LS="--ops 10000000" FE_MORE_TT="--rounds 100" FE_MORE_PC="--ops 1000000"
+  fi
   LIBDIR=/usr/lib/x86_64-linux-gnu
   mimalloc=$( (dpkg -L libmimalloc2.0 2>/dev/null || true) | grep -E '/libmimalloc\.so\.2$' | head -1)
   [ -n "$mimalloc" ] || mimalloc=$LIBDIR/libmimalloc.so.2
@@ -118,12 +121,20 @@ if [ "$MAIN_ONLY" != 1 ]; then
       continue
     fi
     echo "-- $label ${lib:+(LD_PRELOAD=$lib)}"
-    if ! env ${lib:+LD_PRELOAD=$lib} "$BENCH" --allocator malloc --workload "$FE_WORKLOADS" \
-         --size 8,128,1024 --threads 1,2,4 --repeat "$REPEAT5" --scale "$SCALE" --label "$label" \
-         --quiet --json "$OUT/frontend-$label.json"; then
-      note "front-end: $label run FAILED, its results are left out"
-      rm -f "$OUT/frontend-$label.json"
-    fi
+    # malloc is 10-100x faster than the back-ends: more work per run than the
+    # main suite's quick scale, so a run lasts tens of milliseconds, not one.
+    part=0
+    for extra in "--workload linux-scalability --size 8,128,1024 $FE_MORE_LS" \
+                 "--workload thread-test,hybrid-pool --size 8,128,1024 $FE_MORE_TT" \
+                 "--workload larson,prodcons $FE_MORE_PC"; do
+      part=$((part + 1))
+      # shellcheck disable=SC2086 # $extra is a list of flags
+      if ! env ${lib:+LD_PRELOAD=$lib} "$BENCH" --allocator malloc $extra --threads 1,2,4 \
+           --repeat "$REPEAT5" --scale "$SCALE" --label "$label" --quiet --json "$OUT/frontend-$label-$part.json"; then
+        note "front-end: $label run FAILED ($extra), those results are left out"
+        rm -f "$OUT/frontend-$label-$part.json"
+      fi
+    done
   done
   lfl="$BUILD/examples/lockfree_list"
   if [ -x "$lfl" ]; then

@@ -103,7 +103,12 @@ static void larson_scale(bench_params_t *p, bench_scale_t s)
 {
     static const double secs[] = { 0.02, 0.2, 10.0 };
     p->seconds = secs[s];
-    p->ops = s == BENCH_SCALE_SMOKE ? 100 : LARSON_SLOTS;
+}
+
+/* Not from p->ops, so that --ops cannot turn the live set into gigabytes. */
+static size_t larson_slots(const bench_params_t *p)
+{
+    return p->scale == BENCH_SCALE_SMOKE ? 100 : LARSON_SLOTS;
 }
 
 static int larson_setup(bench_run_t *r)
@@ -111,7 +116,7 @@ static int larson_setup(bench_run_t *r)
     larson_t *l = calloc(1, sizeof *l);
     if (!l)
         return -1;
-    l->nslots = (size_t)r->p->ops * (size_t)r->nthreads;
+    l->nslots = larson_slots(r->p) * (size_t)r->nthreads;
     l->slot = calloc(l->nslots, sizeof *l->slot);
     if (!l->slot) {
         free(l);
@@ -142,7 +147,7 @@ static void larson_teardown(bench_run_t *r)
 static void larson_thread(bench_thread_t *t)
 {
     larson_t *l = t->run->shared;
-    const size_t k = (size_t)t->run->p->ops;
+    const size_t k = larson_slots(t->run->p);
     _Atomic(void *) *own = l->slot + (size_t)t->id * k;
     for (size_t i = 0; i < k; i++) { /* warm-up fill, untimed */
         size_t sz = rand_small(t);

@@ -95,12 +95,12 @@ if d:
     check(d.get("counting") == 1, "count.json: not from the counting build")
     check_doc("count.json", d, counting=True)
 fe = [f for f in os.listdir(res) if f.startswith("frontend-") and f.endswith(".json")]
-check("frontend-glibc.json" in fe, "no glibc front-end results")
+check(any(f.startswith("frontend-glibc") for f in fe), "no glibc front-end results")
 for f in fe:
     d = load(f)
     if d:
         check_doc(f, d)
-        check(d["label"] == f[len("frontend-"):-5], f"{f}: label {d['label']}")
+        check(f.startswith("frontend-" + d["label"] + "-"), f"{f}: label {d['label']}")
 
 pngs = [f for f in os.listdir(res) if f.endswith(".png")]
 for w in wl_names:
