@@ -64,6 +64,25 @@ int main(int argc, char **argv)
         for (auto &t : ts)
             t.join();
     }
+    // A request that cannot be met: the new_handler runs once (it uninstalls
+    // itself), then std::bad_alloc is thrown; the same under any allocator.
+    static int handler_calls;
+    std::set_new_handler([] { handler_calls++; std::set_new_handler(nullptr); });
+    try {
+        volatile std::size_t huge = SIZE_MAX / 4;
+        char *p = new char[huge];
+        p[0] = 1;
+        std::printf("huge new succeeded?\n");
+    } catch (const std::bad_alloc &) {
+        std::printf("bad_alloc caught after %d handler call(s)\n", handler_calls);
+    }
+    try {
+        volatile std::size_t huge = SIZE_MAX / 4;
+        void *p = ::operator new(huge, std::align_val_t(64));
+        std::printf("huge aligned new succeeded? %p\n", p);
+    } catch (const std::bad_alloc &) {
+        std::printf("aligned bad_alloc caught\n");
+    }
     std::uint64_t total = 0;
     for (unsigned t = 0; t < threads; t++) {
         std::printf("thread %u: %llu\n", t, static_cast<unsigned long long>(out[t]));
