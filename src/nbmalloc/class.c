@@ -41,9 +41,11 @@ void nbm__classes_init(void)
         while (chunk < 8 * s)
             chunk <<= 1;
         k->chunk = chunk;
+        k->chunk_mask = chunk - 1;
         uint32_t batch = 16384 / s;
         k->batch = batch < 4 ? 4 : batch > 64 ? 64 : batch;
         k->shift = (uint32_t)__builtin_ctz(s);
+        k->low_mask = (1u << k->shift) - 1;
         uint32_t odd = s >> k->shift;
         k->inv = inverse(odd);
         k->lim = UINT32_MAX / odd;

@@ -39,7 +39,7 @@ void nbm__free_generic(void *p)
         return;
     }
     const nbm_class_t *c = &nbm__classes[c1 - 1];
-    if (!nbm__offset_ok(c, a & (c->chunk - 1)))
+    if (!nbm__offset_ok(c, a))
         nbm__fatal("free(): invalid pointer", p);
     if (((uintptr_t *)p)[1] == (a ^ nbm__secret))
         nbm__fatal("free(): double free detected for", p);
@@ -61,7 +61,7 @@ size_t nbm__usable(const void *p, const char *who)
     if (c1 == 0)
         return nbm__medium_size(ar, p, who);
     const nbm_class_t *c = &nbm__classes[c1 - 1];
-    if (!nbm__offset_ok(c, a & (c->chunk - 1)))
+    if (!nbm__offset_ok(c, a))
         nbm__fatal(who, p);
     return c->size;
 }

@@ -58,14 +58,15 @@
 #define NBM_NCLASSES   36
 #define NBM_FAST_MAX   1024 /* sizes looked up in a table on the fast path */
 
-typedef struct nbm_class {
+typedef struct nbm_class {   /* 32 bytes: indexed with a shift */
     uint32_t size;       /* object size */
     uint32_t chunk;      /* bytes of the chunk objects are carved from (power of two) */
-    uint32_t batch;      /* objects per batch moved to/from the shared stack */
+    uint32_t chunk_mask; /* chunk - 1 */
+    uint32_t low_mask;   /* (1 << shift) - 1 */
     uint32_t shift;      /* size = odd << shift */
     uint32_t inv;        /* inverse of odd mod 2^32: offset check with one multiply */
     uint32_t lim;        /* UINT32_MAX / odd */
-    uint32_t pad[2];
+    uint32_t batch;      /* objects per batch moved to/from the shared stack */
 } nbm_class_t;
 
 NBM_HIDDEN extern nbm_class_t nbm__classes[NBM_NCLASSES];
@@ -258,11 +259,10 @@ __attribute__((always_inline)) static inline void *nbm__malloc_fast(size_t n)
 
 /* Offset of an object inside its chunk is a multiple of the class size:
  * checked with a mask, a shift and one multiply (no division). */
-static inline bool nbm__offset_ok(const nbm_class_t *c, uintptr_t off)
+static inline bool nbm__offset_ok(const nbm_class_t *c, uintptr_t a)
 {
-    if (off & (((uintptr_t)1 << c->shift) - 1))
-        return false;
-    return (uint32_t)(off >> c->shift) * c->inv <= c->lim;
+    uint32_t off = (uint32_t)a & c->chunk_mask;
+    return !(off & c->low_mask) && (off >> c->shift) * c->inv <= c->lim;
 }
 
 /* About 30 instructions: owner lookup, class byte, offset check, tag check
@@ -279,7 +279,7 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
             unsigned cls = c1 - 1;
             const nbm_class_t *c = &nbm__classes[cls];
             void **o = (void **)p;
-            if (NBM_UNLIKELY(!nbm__offset_ok(c, a & (c->chunk - 1))))
+            if (NBM_UNLIKELY(!nbm__offset_ok(c, a)))
                 nbm__fatal("free(): invalid pointer", p);
             if (NBM_UNLIKELY((uintptr_t)o[1] == (a ^ nbm__secret)))
                 nbm__fatal("free(): double free detected for", p);
