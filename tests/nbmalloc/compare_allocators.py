@@ -52,11 +52,14 @@ def main():
     ap.add_argument("--scale", default="quick")
     ap.add_argument("--workloads", default="larson,thread-test,linux-scalability,prodcons,hybrid-pool")
     ap.add_argument("--size", default="64", help="request bytes for linux-scalability/thread-test")
+    ap.add_argument("--larson-seconds", default=None, help="override larson's measuring window")
     a = ap.parse_args()
     allocs = [("nbmalloc", os.path.abspath(a.nbm))] + [s for s in SYSTEM if not s[1] or os.path.exists(s[1])]
     threads = [int(t) for t in a.threads.split(",")]
     for w in a.workloads.split(","):
         extra = ["--size", a.size] if w in ("linux-scalability", "thread-test") else []
+        if w == "larson" and a.larson_seconds:
+            extra = ["--seconds", a.larson_seconds]
         print("\n%s (%s)  median of %d: time s / Mops/s / peak RSS MiB" % (w, a.scale, a.repeat))
         print("%-10s" % "allocator" + "".join("%28s" % ("T=%d" % t) for t in threads))
         for name, so in allocs:
