@@ -28,7 +28,7 @@ void nbm__free_generic(void *p)
         return;
     }
     nbm_arena_t *ar = (nbm_arena_t *)owner;
-    unsigned c1 = nbm_load_u8_relaxed(&ar->unit_class[(a - ar->base) >> NBM_UNIT_SHIFT]);
+    unsigned c1 = nbm__unit_class(ar, a);
     if (c1 == 0) {
         nbm__medium_free(ar, p, "free(): invalid pointer");
         return;
@@ -57,7 +57,7 @@ size_t nbm__usable(const void *p, const char *who)
     if (owner & NBM_HUGE_TAG)
         return nbm__huge_size(owner, p, who);
     nbm_arena_t *ar = (nbm_arena_t *)owner;
-    unsigned c1 = nbm_load_u8_relaxed(&ar->unit_class[(a - ar->base) >> NBM_UNIT_SHIFT]);
+    unsigned c1 = nbm__unit_class(ar, a);
     if (c1 == 0)
         return nbm__medium_size(ar, p, who);
     const nbm_class_t *c = &nbm__classes[c1 - 1];

@@ -150,6 +150,13 @@ typedef struct nbm_arena {
 
 NBM_HIDDEN extern _Atomic uintptr_t nbm__map[NBM_MAP_SIZE];
 
+/* The class byte of the unit holding a: arenas are aligned to their size, so
+ * the unit index comes from the address alone (no load of the base). */
+static inline unsigned nbm__unit_class(nbm_arena_t *ar, uintptr_t a)
+{
+    return nbm_load_u8_relaxed(&ar->unit_class[(a >> NBM_UNIT_SHIFT) & (NBM_UNITS - 1)]);
+}
+
 /* Owner entry of an address; 0 for an address outside user space. */
 static inline uintptr_t nbm__owner(uintptr_t a)
 {
@@ -274,7 +281,7 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
     nbm_tcache_t *tc = nbm__tc;
     if (NBM_LIKELY(owner != 0 && !(owner & NBM_HUGE_TAG) && tc != NULL)) {
         nbm_arena_t *ar = (nbm_arena_t *)owner;
-        unsigned c1 = nbm_load_u8_relaxed(&ar->unit_class[(a - ar->base) >> NBM_UNIT_SHIFT]);
+        unsigned c1 = nbm__unit_class(ar, a);
         if (NBM_LIKELY(c1 != 0)) {
             unsigned cls = c1 - 1;
             const nbm_class_t *c = &nbm__classes[cls];
