@@ -108,13 +108,19 @@ NBM_HIDDEN extern nbm_desc_t *nbm__descs;
 static inline nbm_desc_t *nbm__desc(uint32_t i) { return &nbm__descs[i]; }
 
 /* --- thread cache ------------------------------------------------------------ */
-/* A bin's list grows to 2 * batch objects; the next free sends the oldest
- * batch to the shared stack, leaving batch + 1, so neither a refill nor a
- * drain can follow right after the other (no ping-pong at a boundary). */
+/* A bin has two lists, both threaded through word 0 and NULL-terminated.
+ * malloc pops `head`; free pushes onto `head` while it holds fewer than
+ * `limit` (= batch) objects, else onto `local`, and a `local` that reaches a
+ * batch goes to the shared stack whole (one CAS, no list walk). An empty
+ * `head` takes `local` over before anything else. Neither path can make the
+ * other run at once, so alternating malloc/free never leaves the fast path. */
 typedef struct nbm_bin {
-    void    *head;      /* free list through word 0, NULL-terminated */
-    uint32_t count;     /* objects on it */
-    uint32_t limit;     /* 2 * batch of the class, copied here for the fast path */
+    void    *head;      /* malloc's list */
+    uint32_t count;     /* objects on head */
+    uint32_t limit;     /* the class's batch, copied here for the fast path */
+    void    *local;     /* overflow of free, sent away a batch at a time */
+    uint32_t lcount;
+    uint32_t pad;
     char    *bump;      /* uncarved chunk memory [bump, bump_end) */
     char    *bump_end;
 } nbm_bin_t;
@@ -223,7 +229,7 @@ NBM_HIDDEN size_t nbm__huge_size(uintptr_t owner, const void *p, const char *who
 /* --- thread caches and small objects (tcache.c, desc.c) ------------------------ */
 NBM_HIDDEN void *nbm__small_alloc_generic(unsigned cls);
 NBM_HIDDEN void  nbm__small_free_generic(void *p, unsigned cls);
-NBM_HIDDEN void  nbm__bin_drain(nbm_tcache_t *tc, unsigned cls);
+NBM_HIDDEN void  nbm__bin_flush_local(nbm_tcache_t *tc, unsigned cls);
 NBM_HIDDEN void  nbm__tcache_flush(nbm_tcache_t *tc);
 NBM_HIDDEN nbm_tcache_t *nbm__tcache_get(void);       /* NULL while none can be used */
 NBM_HIDDEN void  nbm__desc_init(void);
@@ -291,11 +297,17 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
             if (NBM_UNLIKELY((uintptr_t)o[1] == (a ^ nbm__secret)))
                 nbm__fatal("free(): double free detected for", p);
             nbm_bin_t *bin = &tc->bins[cls];
-            o[0] = bin->head;
             o[1] = (void *)(a ^ nbm__secret);
-            bin->head = o;
-            if (NBM_UNLIKELY(++bin->count > bin->limit))
-                nbm__bin_drain(tc, cls);
+            if (NBM_LIKELY(bin->count < bin->limit)) {
+                o[0] = bin->head;
+                bin->head = o;
+                bin->count++;
+            } else {
+                o[0] = bin->local;
+                bin->local = o;
+                if (NBM_UNLIKELY(++bin->lcount >= bin->limit))
+                    nbm__bin_flush_local(tc, cls);
+            }
             return;
         }
     }

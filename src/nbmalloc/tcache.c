@@ -6,8 +6,8 @@
  *    the class's shared stack (one CAS); else take a new chunk from the
  *    back-end and carve from it (objects are carved lazily, so a chunk's
  *    untouched tail costs no RSS);
- *  - drain: when a bin holds more than 2 * batch objects, its oldest batch
- *    goes to the shared stack as one descriptor (one CAS);
+ *  - flush: a bin's `local` list that reaches a batch goes to the shared
+ *    stack as one descriptor (one CAS); an empty `head` takes `local` over;
  *  - thread exit (a pthread key destructor): every bin, bump range included,
  *    goes to the shared stacks, the descriptors to the shared pool, and the
  *    tcache record to the free-tcache stack for the next thread.
@@ -64,7 +64,7 @@ nbm_tcache_t *nbm__tcache_get(void)
     tc->arena_hint = i;
     tc->refills = tc->drains = 0;
     for (unsigned c = 0; c < NBM_NCLASSES; c++)
-        tc->bins[c].limit = 2 * nbm__classes[c].batch;
+        tc->bins[c].limit = nbm__classes[c].batch;
     pthread_setspecific(tcache_key, tc);
     nbm__tc = tc;
     tstate = NBM_T_LIVE;
@@ -87,6 +87,11 @@ void nbm__tcache_flush(nbm_tcache_t *tc)
 {
     for (unsigned c = 0; c < NBM_NCLASSES; c++) {
         nbm_bin_t *bin = &tc->bins[c];
+        if (bin->local) {
+            push_batch(tc, c, bin->local, bin->lcount);
+            bin->local = NULL;
+            bin->lcount = 0;
+        }
         if (!bin->head && bin->bump == bin->bump_end)
             continue;
         uint32_t d = nbm__desc_get(tc);
@@ -161,6 +166,13 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
 {
     nbm_bin_t *bin = &tc->bins[cls];
     const nbm_class_t *c = &nbm__classes[cls];
+    if (bin->local) { /* the bin's own overflow first: no atomic */
+        bin->head = bin->local;
+        bin->count = bin->lcount;
+        bin->local = NULL;
+        bin->lcount = 0;
+        return true;
+    }
     if (bin->bump == bin->bump_end) {
         uint32_t d = nbm__stack_pop(&nbm__class_stack[cls], (char *)nbm__descs, sizeof(nbm_desc_t));
         if (d) {
@@ -203,19 +215,13 @@ void *nbm__small_alloc_generic(unsigned cls)
     return p;
 }
 
-/* The bin is over its limit: the oldest batch (the list's tail) goes to the
- * shared stack. One walk of batch + 1 recently freed, cache-hot objects. */
-void nbm__bin_drain(nbm_tcache_t *tc, unsigned cls)
+/* The bin's overflow list reached a batch: to the shared stack, whole. */
+void nbm__bin_flush_local(nbm_tcache_t *tc, unsigned cls)
 {
     nbm_bin_t *bin = &tc->bins[cls];
-    uint32_t keep = bin->count - nbm__classes[cls].batch;
-    void **last = bin->head;
-    for (uint32_t k = 1; k < keep; k++)
-        last = last[0];
-    void *tail = last[0];
-    last[0] = NULL;
-    push_batch(tc, cls, tail, bin->count - keep);
-    bin->count = keep;
+    push_batch(tc, cls, bin->local, bin->lcount);
+    bin->local = NULL;
+    bin->lcount = 0;
 }
 
 /* A small free on a thread without a cache: a one-object batch. */
