@@ -67,6 +67,8 @@ typedef struct ex_scenario {
     const char   *prog[EX_MAX_THREADS]; /* per thread, see model.c */
     const char   *slots;      /* stack slot per thread for dfs (NULL: 0, 1, 2, ...) */
     bool          dfs;        /* small enough for exhaustive search */
+    const char   *known;      /* the real core is known to fail here (why), or NULL; planted-bug
+                               * hunts skip such scenarios, so what they find is the planted bug */
 } ex_scenario_t;
 
 extern const ex_scenario_t ex_scenarios[];
@@ -85,7 +87,8 @@ typedef struct ex_result {
     uint8_t  sched[EX_MAX_STEPS];
 } ex_result_t;
 
-extern bool ex_trace; /* print every step of a run (with --replay --trace) */
+extern bool ex_trace;
+extern bool ex_check_marks; /* check every live block's marks after every step (--no-marks: only overlaps) */ /* print every step of a run (with --replay --trace) */
 void ex_run(const ex_scenario_t *s, const unsigned *slots, ex_chooser_t choose, void *ctx,
             ex_result_t *res);
 

@@ -47,6 +47,7 @@ static uint64_t splitmix(uint64_t *s)
 }
 
 static ex_result_t res;
+static const char *prog = "nbbs_explore";
 static bool expect_fail;
 static bool found;          /* a failure was found (and, with expect_fail, replayed) */
 static double found_at;     /* seconds from the start of the search */
@@ -137,8 +138,7 @@ static void report(const ex_scenario_t *s, const char *mode, long long seed, con
         printf(", seed %lld", seed);
     printf(", %u steps): %s\n  schedule: ", n, msg);
     print_schedule(stdout, sched, n);
-    printf("\n  replay:   nbbs_explore%s --scenario %s%s", NBBS_PLANT_BUG ? "_bug" : "", s->name,
-           seed >= 0 ? " --seed " : "");
+    printf("\n  replay:   %s --scenario %s%s", prog, s->name, seed >= 0 ? " --seed " : "");
     if (seed >= 0)
         printf("%lld", seed);
     printf(" --replay ");
@@ -314,6 +314,8 @@ static bool run_pct(const ex_scenario_t *s, uint64_t seed0, unsigned long seeds,
             maxsteps = res.steps, kest = res.steps;
     }
     dt = now() - t0;
+    if (expect_fail)
+        return true;
     printf("pct %-14s %lu seeds (%llu..%llu) in %.2f s: %.0f seeds/s, up to %u steps\n", s->name, runs,
            (unsigned long long)seed0, (unsigned long long)(seed0 + runs - 1), dt, runs / (dt > 0 ? dt : 1e-9),
            maxsteps);
@@ -326,7 +328,7 @@ static bool run_pct(const ex_scenario_t *s, uint64_t seed0, unsigned long seeds,
 static void usage(void)
 {
     puts("usage: nbbs_explore [--list] [--dfs] [--pct] [--scenario NAME[,NAME...]]\n"
-         "                    [--seed S] [--seeds N] [--budget SECONDS] [--max-runs N] [--no-por]\n"
+         "                    [--seed S] [--seeds N] [--budget SECONDS] [--max-runs N] [--no-por] [--no-marks]\n"
          "                    [--replay SCHEDULE [--trace]] [--expect-fail]\n"
          "Without --dfs/--pct/--replay: --dfs on the small scenarios, then --pct on all\n"
          "of them sharing --budget (default 20 s).");
@@ -339,6 +341,7 @@ int main(int argc, char **argv)
     long long seed = -1;
     unsigned long seeds = (unsigned long)-1, max_runs = (unsigned long)-1;
     double budget = 20;
+    prog = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--dfs")) dfs = true;
@@ -347,6 +350,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--no-por")) use_por = false;
         else if (!strcmp(a, "--expect-fail")) expect_fail = true;
         else if (!strcmp(a, "--trace")) ex_trace = true;
+        else if (!strcmp(a, "--no-marks")) ex_check_marks = false;
         else if (!strcmp(a, "--scenario") && v) names = v, i++;
         else if (!strcmp(a, "--seed") && v) seed = atoll(v), i++;
         else if (!strcmp(a, "--seeds") && v) seeds = strtoul(v, NULL, 10), i++;
@@ -360,8 +364,9 @@ int main(int argc, char **argv)
     }
     if (list) {
         for (const ex_scenario_t *s = ex_scenarios; s->name; s++)
-            printf("%-14s %s %u threads%s: %s\n", s->name, s->layout == NBBS_LAYOUT_TREE ? "tree " : "bunch",
-                   ex_nthreads(s), s->dfs ? ", dfs" : "", s->what);
+            printf("%-15s %s %u threads%s: %s%s%s\n", s->name, s->layout == NBBS_LAYOUT_TREE ? "tree " : "bunch",
+                   ex_nthreads(s), s->dfs ? ", dfs" : "", s->what, s->known ? "\n                KNOWN CORE BUG: " : "",
+                   s->known ? s->known : "");
         return 0;
     }
 
@@ -377,11 +382,13 @@ int main(int argc, char **argv)
                 fprintf(stderr, "unknown scenario %s (see --list)\n", tok);
                 return 2;
             }
-            todo[ntodo++] = s;
+            if (!(expect_fail && s->known))
+                todo[ntodo++] = s;
         }
     } else {
         for (const ex_scenario_t *s = ex_scenarios; s->name; s++)
-            todo[ntodo++] = s;
+            if (!(expect_fail && s->known))
+                todo[ntodo++] = s;
     }
 
     sched_init();
@@ -409,18 +416,28 @@ int main(int argc, char **argv)
         for (unsigned i = 0; i < ntodo && ok; i++)
             if (todo[i]->dfs || names)
                 ok = run_dfs(todo[i], max_runs);
-    if (pct && ok) {
-        /* Round-robin in slices, so each scenario gets its share of the budget. */
+    if (pct && ok && expect_fail) {
+        /* Hunting a planted bug: seed after seed, every scenario, first failure wins. */
+        uint64_t s0 = seed >= 0 ? (uint64_t)seed : 1;
+        double tp = now();
+        unsigned long runs = 0;
+        for (uint64_t sd = s0; ok && sd - s0 < seeds && now() - tp < budget; sd++)
+            for (unsigned i = 0; i < ntodo && ok; i++, runs++) {
+                ok = run_pct(todo[i], sd, 1, budget);
+                if (!ok)
+                    found_after = runs + 1, found_at = now() - tp;
+            }
+    } else if (pct && ok) {
+        /* Each scenario in turn gets its share of the budget. */
         double slice = budget / ntodo;
         uint64_t s0 = seed >= 0 ? (uint64_t)seed : 1;
-        ok = true;
         for (unsigned i = 0; i < ntodo && ok; i++)
             ok = run_pct(todo[i], s0, seeds, slice);
     }
     double dt = now() - t0;
     if (expect_fail) {
         if (!ok && found)
-            printf("planted bug %d: FOUND after %lu runs, %.3f s into its scenario (%.2f s in all)\n",
+            printf("planted bug %d: FOUND after %lu runs, %.3f s into the search (%.2f s in all)\n",
                    NBBS_PLANT_BUG, found_after, found_at, dt);
         else
             printf("planted bug %d: NOT found in %.1f s\n", NBBS_PLANT_BUG, dt);
