@@ -82,7 +82,8 @@ note() { echo "$*" | tee -a "$OUT/notes.txt"; }
 t0=$(date +%s)
 src="git $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 git diff --quiet HEAD -- src include 2>/dev/null || src="$src plus uncommitted changes in src/ or include/"
-note "scale $SCALE: library source $src, built in $BUILD"
+# Kept per scale: a later quick run must not drop what the paper run was built from.
+echo "scale $SCALE: library source $src, built in $BUILD, $(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$OUT/source-$SCALE.txt"
 
 # --- main suite ------------------------------------------------------------
 echo "== main suite: scale $SCALE, threads $THREADS, $REPEAT runs each"
@@ -138,7 +139,7 @@ if [ "$MAIN_ONLY" != 1 ]; then
   done
   lfl="$BUILD/examples/lockfree_list"
   if [ -x "$lfl" ]; then
-    secs=1
+    secs=0.5
     [ "$SCALE" = smoke ] && secs=0.2
     for pair in "glibc:" "nbmalloc:$nbmalloc"; do
       label=${pair%%:*}
