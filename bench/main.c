@@ -662,45 +662,62 @@ int main(int argc, char **argv)
            "median_s", "Mops/s", "alloc_ns", "free_ns", "failed", "spread");
     uint64_t t_start = bench_now_ns();
     int failures = 0;
-    run_result_t *rr = calloc((size_t)opt.repeat, sizeof *rr);
+    /* Runs of the allocators are interleaved (run 1 of each, then run 2 of
+     * each, ...) so that a change in the machine's load during the suite
+     * falls on all of them alike instead of on whichever ran at that time. */
+    int nalloc = 0;
+    while (bench_allocators[nalloc])
+        nalloc++;
+    run_result_t *rr = calloc((size_t)(opt.repeat * nalloc), sizeof *rr);
+    int *ok = calloc((size_t)nalloc, sizeof *ok);
+    size_t *meta = calloc((size_t)nalloc, sizeof *meta);
+    if (!rr || !ok || !meta)
+        die("out of memory");
     for (int wi = 0; bench_workloads[wi]; wi++) {
         const bench_workload_t *w = bench_workloads[wi];
         if (!in_list(opt.workloads, w->name))
             continue;
         const long_list_t *pl = param_list(w);
         for (int pi = 0; pi < pl->n; pi++)
-            for (int ai = 0; bench_allocators[ai]; ai++) {
-                const bench_allocator_t *a = bench_allocators[ai];
+            for (int ti = 0; ti < opt.threads.n; ti++) {
+                int T = (int)opt.threads.v[ti];
                 bench_params_t p;
                 make_params(w, pl->v[pi], &p);
-                if (!in_list(opt.allocators, a->name) || !compatible(w, a, &p))
-                    continue;
-                for (int ti = 0; ti < opt.threads.n; ti++) {
-                    int T = (int)opt.threads.v[ti], ok = 1;
-                    size_t meta = 0;
-                    for (int rep = 0; rep < opt.repeat && ok; rep++) {
+                for (int ai = 0; ai < nalloc; ai++)
+                    ok[ai] = in_list(opt.allocators, bench_allocators[ai]->name) &&
+                             compatible(w, bench_allocators[ai], &p);
+                for (int rep = 0; rep < opt.repeat; rep++)
+                    for (int ai = 0; ai < nalloc; ai++) {
+                        if (!ok[ai])
+                            continue;
+                        const bench_allocator_t *a = bench_allocators[ai];
                         if (progress)
-                            fprintf(stderr, "\r\033[K[%d/%d %.0fs] %s %s T=%d %s=%ld run %d/%d", done + 1, total,
-                                    (double)(bench_now_ns() - t_start) / 1e9, w->name, a->name, T, param_name(w),
-                                    p.value, rep + 1, opt.repeat);
-                        ok = run_once(w, a, &p, T, rep, &rr[rep], &meta) == 0;
+                            fprintf(stderr, "\r\033[K[%d/%d %.0fs] %s %s=%ld T=%d run %d/%d %s", done + 1, total,
+                                    (double)(bench_now_ns() - t_start) / 1e9, w->name, param_name(w), p.value, T,
+                                    rep + 1, opt.repeat, a->name);
+                        if (run_once(w, a, &p, T, rep, &rr[ai * opt.repeat + rep], &meta[ai]) != 0) {
+                            fprintf(stderr, "\nnbbs-bench: %s on %s could not be set up (arena %zu B), skipped\n",
+                                    w->name, a->name, p.arena.size);
+                            ok[ai] = 0;
+                            failures++;
+                            done++;
+                        }
                     }
-                    done++;
-                    if (progress)
-                        fprintf(stderr, "\r\033[K");
-                    if (!ok) {
-                        fprintf(stderr, "nbbs-bench: %s on %s could not be set up (arena %zu B), skipped\n",
-                                w->name, a->name, p.arena.size);
-                        failures++;
+                if (progress)
+                    fprintf(stderr, "\r\033[K");
+                for (int ai = 0; ai < nalloc; ai++) {
+                    if (!ok[ai])
                         continue;
-                    }
-                    summary_t wall = summarize(rr, opt.repeat, offsetof(run_result_t, wall_s));
-                    summary_t tput = summarize(rr, opt.repeat, offsetof(run_result_t, ops_per_s));
-                    summary_t an = summarize(rr, opt.repeat, offsetof(run_result_t, alloc_ns));
-                    summary_t fn = summarize(rr, opt.repeat, offsetof(run_result_t, free_ns));
+                    const bench_allocator_t *a = bench_allocators[ai];
+                    const run_result_t *r = &rr[ai * opt.repeat];
+                    done++;
+                    summary_t wall = summarize(r, opt.repeat, offsetof(run_result_t, wall_s));
+                    summary_t tput = summarize(r, opt.repeat, offsetof(run_result_t, ops_per_s));
+                    summary_t an = summarize(r, opt.repeat, offsetof(run_result_t, alloc_ns));
+                    summary_t fn = summarize(r, opt.repeat, offsetof(run_result_t, free_ns));
                     uint64_t failed = 0;
                     for (int i = 0; i < opt.repeat; i++)
-                        failed += rr[i].failed;
+                        failed += r[i].failed;
                     char pv[32];
                     snprintf(pv, sizeof pv, "%s=%ld", param_name(w), p.value);
                     printf("%-19s %-10s %3d %-10s %12.4f %12.3f %10.1f %10.1f %9llu %6.0f%%\n", w->name, a->name, T,
@@ -708,7 +725,7 @@ int main(int argc, char **argv)
                            (unsigned long long)failed, tput.med > 0 ? 100 * (tput.max - tput.min) / tput.med : 0);
                     fflush(stdout);
                     if (json)
-                        json_result(json, w, a, &p, T, rr, opt.repeat, meta);
+                        json_result(json, w, a, &p, T, r, opt.repeat, meta[ai]);
                 }
             }
     }
@@ -719,6 +736,8 @@ int main(int argc, char **argv)
             die("error writing %s", opt.json);
     }
     free(rr);
+    free(ok);
+    free(meta);
     fprintf(stderr, "nbbs-bench: %d configurations in %.1f s%s\n", done,
             (double)(bench_now_ns() - t_start) / 1e9, failures ? " (some skipped)" : "");
     return failures ? 1 : 0;
