@@ -88,6 +88,7 @@ typedef struct ex_result {
 } ex_result_t;
 
 extern bool ex_trace;
+extern unsigned long ex_nulls; /* allocations that returned NULL, all runs */
 extern bool ex_check_marks; /* check every live block's marks after every step (--no-marks: only overlaps) */ /* print every step of a run (with --replay --trace) */
 void ex_run(const ex_scenario_t *s, const unsigned *slots, ex_chooser_t choose, void *ctx,
             ex_result_t *res);

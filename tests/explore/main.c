@@ -295,7 +295,7 @@ static void pct_init(pct_t *p, const ex_scenario_t *s, uint64_t seed, unsigned k
 static bool run_pct(const ex_scenario_t *s, uint64_t seed0, unsigned long seeds, double budget)
 {
     unsigned slots[EX_MAX_THREADS], kest = 64, maxsteps = 0;
-    unsigned long runs = 0;
+    unsigned long runs = 0, nulls0 = ex_nulls;
     double t0 = now(), dt;
     pct_t p;
     for (uint64_t seed = seed0;; seed++) {
@@ -316,9 +316,9 @@ static bool run_pct(const ex_scenario_t *s, uint64_t seed0, unsigned long seeds,
     dt = now() - t0;
     if (expect_fail)
         return true;
-    printf("pct %-14s %lu seeds (%llu..%llu) in %.2f s: %.0f seeds/s, up to %u steps\n", s->name, runs,
-           (unsigned long long)seed0, (unsigned long long)(seed0 + runs - 1), dt, runs / (dt > 0 ? dt : 1e-9),
-           maxsteps);
+    printf("pct %-14s %lu seeds (%llu..%llu) in %.2f s: %.0f seeds/s, up to %u steps, %lu NULL allocs\n", s->name,
+           runs, (unsigned long long)seed0, (unsigned long long)(seed0 + runs - 1), dt, runs / (dt > 0 ? dt : 1e-9),
+           maxsteps, ex_nulls - nulls0);
     fflush(stdout);
     return true;
 }

@@ -215,6 +215,7 @@ static void alloc_done(int t, unsigned order, void *p)
     mthread_t *m = &mth[t];
     if (!p) {
         m->own[m->nown++] = -1;
+        ex_nulls++;
         unsigned r = scn->max_order - order;
         uint64_t n = (uint64_t)scn->ntrees << r;
         int free_pos = model_free_position(order);
@@ -382,6 +383,7 @@ static void check_step(void)
 
 bool ex_trace;
 bool ex_check_marks = true;
+unsigned long ex_nulls;
 
 static const char *op_name(int op)
 {
