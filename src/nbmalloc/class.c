@@ -44,8 +44,6 @@ void nbm__classes_init(void)
         k->chunk_mask = chunk - 1;
         uint32_t batch = 16384 / s;
         k->batch = batch < 4 ? 4 : batch > 64 ? 64 : batch;
-        uint32_t ml = (512u << 10) / s; /* a bin may grow to 2 x 512 KiB */
-        k->max_limit = ml < k->batch ? k->batch : ml > 8192 ? 8192 : ml;
         k->shift = (uint32_t)__builtin_ctz(s);
         k->low_mask = (1u << k->shift) - 1;
         uint32_t odd = s >> k->shift;

@@ -58,7 +58,7 @@
 #define NBM_NCLASSES   36
 #define NBM_FAST_MAX   1024 /* sizes looked up in a table on the fast path */
 
-typedef struct nbm_class {   /* 48 bytes */
+typedef struct nbm_class {   /* 32 bytes: indexed with a shift */
     uint32_t size;       /* object size */
     uint32_t chunk;      /* bytes of the chunk objects are carved from (power of two) */
     uint32_t chunk_mask; /* chunk - 1 */
@@ -67,8 +67,6 @@ typedef struct nbm_class {   /* 48 bytes */
     uint32_t inv;        /* inverse of odd mod 2^32: offset check with one multiply */
     uint32_t lim;        /* UINT32_MAX / odd */
     uint32_t batch;      /* objects per batch moved to/from the shared stack */
-    uint32_t max_limit;  /* largest bin limit a thread may grow to */
-    uint32_t pad[3];
 } nbm_class_t;
 
 NBM_HIDDEN extern nbm_class_t nbm__classes[NBM_NCLASSES];
@@ -119,9 +117,7 @@ static inline nbm_desc_t *nbm__desc(uint32_t i) { return &nbm__descs[i]; }
 typedef struct nbm_bin {
     void    *head;      /* malloc's list */
     uint32_t count;     /* objects on head */
-    uint32_t limit;     /* starts at the class's batch; doubles (up to the class's
-                           max_limit, within the thread's byte budget) each
-                           time the overflow list goes to the shared stack */
+    uint32_t limit;     /* the class's batch, copied here for the fast path */
     void    *local;     /* overflow of free, sent away a batch at a time */
     uint32_t lcount;
     uint32_t pad;
@@ -142,7 +138,6 @@ typedef struct nbm_tcache {
     void    *mcache[NBM_MCACHE_ORDERS]; /* a freed medium block per order, reused first */
     uint64_t refills, drains;   /* joined into the globals at thread exit */
     int64_t  medium_delta;      /* medium blocks allocated minus freed by this thread */
-    uint64_t limit_bytes;       /* sum over bins of 2 * limit * size: what the bins may hold */
 } nbm_tcache_t;
 
 enum { NBM_T_NEW = 0, NBM_T_INIT = 1, NBM_T_LIVE = 2, NBM_T_DEAD = 3 };
@@ -186,7 +181,6 @@ typedef struct nbm_options {
                                  sort(1) close fd 2 before exit */
     uint64_t purge_delay_ns;  /* NBM_PURGE_DELAY_MS */
     uint64_t cache_max;       /* NBM_MEDIUM_CACHE_MB, bytes */
-    uint64_t tcache_max;      /* NBM_TCACHE_KB, bytes a thread's bins may hold */
 } nbm_options_t;
 
 NBM_HIDDEN extern nbm_options_t nbm__opt;

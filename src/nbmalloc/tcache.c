@@ -63,11 +63,8 @@ nbm_tcache_t *nbm__tcache_get(void)
     tc->index = i;
     tc->arena_hint = i;
     tc->refills = tc->drains = 0;
-    tc->limit_bytes = 0;
-    for (unsigned c = 0; c < NBM_NCLASSES; c++) {
+    for (unsigned c = 0; c < NBM_NCLASSES; c++)
         tc->bins[c].limit = nbm__classes[c].batch;
-        tc->limit_bytes += 2ull * nbm__classes[c].batch * nbm__classes[c].size;
-    }
     pthread_setspecific(tcache_key, tc);
     nbm__tc = tc;
     tstate = NBM_T_LIVE;
@@ -218,25 +215,13 @@ void *nbm__small_alloc_generic(unsigned cls)
     return p;
 }
 
-/* The bin's overflow list reached its limit: to the shared stack, whole.
- * A bin that overflows keeps more next time (slow start: the limit doubles
- * up to the class's max_limit while the thread's byte budget allows), so a
- * thread that frees many objects of a class stops paying a CAS per batch. */
+/* The bin's overflow list reached a batch: to the shared stack, whole. */
 void nbm__bin_flush_local(nbm_tcache_t *tc, unsigned cls)
 {
     nbm_bin_t *bin = &tc->bins[cls];
-    const nbm_class_t *c = &nbm__classes[cls];
     push_batch(tc, cls, bin->local, bin->lcount);
     bin->local = NULL;
     bin->lcount = 0;
-    if (bin->limit < c->max_limit) {
-        uint32_t nl = bin->limit * 2 < c->max_limit ? bin->limit * 2 : c->max_limit;
-        uint64_t extra = 2ull * (nl - bin->limit) * c->size;
-        if (tc->limit_bytes + extra <= nbm__opt.tcache_max) {
-            tc->limit_bytes += extra;
-            bin->limit = nl;
-        }
-    }
 }
 
 /* A small free on a thread without a cache: a one-object batch. */
