@@ -11,4 +11,6 @@
 #define nb_store_rel_W nb_store_rel_u64
 #define nb_cas_W nb_cas_u64
 #define nb_and_W nb_and_u64
+#define VER_ONE (UINT64_C(1) << 40) /* bits 40..63: a 24-bit version */
+#define VER_MASK ((WORD) ~(WORD)(VER_ONE - 1))
 #include "nbbs_core.inc"

@@ -11,4 +11,6 @@
 #define nb_store_rel_W nb_store_rel_u8
 #define nb_cas_W nb_cas_u8
 #define nb_and_W nb_and_u8
+#define VER_ONE ((uint8_t)0x20) /* bits 5..7: a 3-bit version */
+#define VER_MASK ((WORD) ~(WORD)(VER_ONE - 1))
 #include "nbbs_core.inc"
