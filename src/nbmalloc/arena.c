@@ -95,6 +95,25 @@ static bool arena_grow(uint32_t seen)
     }
 }
 
+/* A block fresh from the back-end must cover no unit of a live chunk and no
+ * page where a live medium block starts: both bytes are cleared before a
+ * block goes back. Costs a scan of size/4 KiB bytes, small next to using the
+ * block; turns a back-end overlap (docs/correctness.md, S1) into a loud stop
+ * instead of silent corruption. */
+static void check_fresh(void *p, unsigned order)
+{
+    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)p);
+    uintptr_t off = (uintptr_t)p - ar->base;
+    size_t pages = (size_t)1 << order, u0 = off >> NBM_UNIT_SHIFT;
+    size_t units = (NBM_PAGE << order) >> NBM_UNIT_SHIFT;
+    for (size_t u = 0; u < (units ? units : 1); u++)
+        if (nbm_load_u8_relaxed(&ar->unit_class[u0 + u]))
+            nbm__fatal("internal error: back-end block overlaps a live chunk at", p);
+    for (size_t k = 0; k < pages; k++)
+        if (nbm_load_u8_relaxed(&ar->page_order[(off >> NBM_PAGE_SHIFT) + k]))
+            nbm__fatal("internal error: back-end block overlaps a live medium block at", p);
+}
+
 void *nbm__block_alloc(unsigned order, uint32_t *hint)
 {
     bool swept = false;
@@ -107,6 +126,7 @@ void *nbm__block_alloc(unsigned order, uint32_t *hint)
             void *p = nbbs_alloc_order(ar->bb, order);
             if (p) {
                 *hint = i;
+                check_fresh(p, order);
                 return p;
             }
         }
