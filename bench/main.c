@@ -50,12 +50,14 @@ void bench_begin(bench_thread_t *t)
     t->alloc_ns = t->free_ns = 0;
     t->req_bytes = t->got_bytes = 0;
     bench_atomics_read(&t->at_begin);
+    t->cpu_begin = bench_cpu_ns();
     t->t_begin = bench_now_ns();
 }
 
 void bench_end(bench_thread_t *t)
 {
     t->t_end = bench_now_ns();
+    t->cpu_end = bench_cpu_ns();
     bench_atomics_t now;
     bench_atomics_read(&now);
     t->atomics.loads = now.loads - t->at_begin.loads;
@@ -225,7 +227,7 @@ static void json_str(FILE *f, const char *s)
  * ------------------------------------------------------------------------ */
 
 typedef struct run_result {
-    double   wall_s, ops_per_s, ns_per_op, alloc_ns, free_ns, pair_ns;
+    double   wall_s, ops_per_s, ns_per_op, alloc_ns, free_ns, pair_ns, cpu_pair_ns;
     uint64_t ops, allocs, frees, failed, thread_ops_min, thread_ops_max;
     double   int_frag;     /* granted / requested bytes */
     long     peak_rss_kb;
@@ -297,7 +299,7 @@ static int run_once(const bench_workload_t *w, const bench_allocator_t *a, const
         pthread_join(tids[i], NULL);
 
     memset(out, 0, sizeof *out);
-    uint64_t begin = UINT64_MAX, end = 0, busy_ns = 0, alloc_ns = 0, free_ns = 0, req = 0, got = 0;
+    uint64_t begin = UINT64_MAX, end = 0, busy_ns = 0, cpu_ns = 0, alloc_ns = 0, free_ns = 0, req = 0, got = 0;
     out->thread_ops_min = UINT64_MAX;
     for (int i = 0; i < nthreads; i++) {
         bench_thread_t *t = &r.threads[i];
@@ -305,6 +307,7 @@ static int run_once(const bench_workload_t *w, const bench_allocator_t *a, const
         begin = t->t_begin < begin ? t->t_begin : begin;
         end = t->t_end > end ? t->t_end : end;
         busy_ns += t->t_end - t->t_begin;
+        cpu_ns += t->cpu_end - t->cpu_begin;
         alloc_ns += t->alloc_ns;
         free_ns += t->free_ns;
         req += t->req_bytes;
@@ -327,6 +330,7 @@ static int run_once(const bench_workload_t *w, const bench_allocator_t *a, const
      * operation it did (with T <= cores, the latency of one operation). */
     out->ns_per_op = out->ops ? (double)busy_ns / (double)out->ops : 0;
     out->pair_ns = 2 * out->ns_per_op;
+    out->cpu_pair_ns = out->ops ? 2 * (double)cpu_ns / (double)out->ops : 0;
     out->alloc_ns = alloc_ns && out->allocs ? (double)alloc_ns / (double)out->allocs : -1;
     out->free_ns = free_ns && out->frees ? (double)free_ns / (double)out->frees : -1;
     out->int_frag = req ? (double)got / (double)req : 0;
@@ -454,6 +458,7 @@ static void json_result(FILE *f, const bench_workload_t *w, const bench_allocato
     json_summary(f, "ops_per_s", summarize(rr, n, offsetof(run_result_t, ops_per_s)), 0);
     json_summary(f, "ns_per_op", summarize(rr, n, offsetof(run_result_t, ns_per_op)), 0);
     json_summary(f, "pair_ns", summarize(rr, n, offsetof(run_result_t, pair_ns)), 0);
+    json_summary(f, "cpu_pair_ns", summarize(rr, n, offsetof(run_result_t, cpu_pair_ns)), 0);
     json_summary(f, "alloc_ns", summarize(rr, n, offsetof(run_result_t, alloc_ns)), 0);
     json_summary(f, "free_ns", summarize(rr, n, offsetof(run_result_t, free_ns)), 0);
     json_summary(f, "int_frag", summarize(rr, n, offsetof(run_result_t, int_frag)), 1);
@@ -461,12 +466,12 @@ static void json_result(FILE *f, const bench_workload_t *w, const bench_allocato
     for (int i = 0; i < n; i++) {
         const run_result_t *r = &rr[i];
         fprintf(f, "%s\n    {\"wall_s\": %.6g, \"ops\": %llu, \"allocs\": %llu, \"frees\": %llu, "
-                   "\"failed\": %llu, \"ops_per_s\": %.6g, \"ns_per_op\": %.6g, \"pair_ns\": %.6g, "
+                   "\"failed\": %llu, \"ops_per_s\": %.6g, \"ns_per_op\": %.6g, \"pair_ns\": %.6g, \"cpu_pair_ns\": %.6g, "
                    "\"alloc_ns\": %.6g, \"free_ns\": %.6g, \"thread_ops_min\": %llu, "
                    "\"thread_ops_max\": %llu, \"int_frag\": %.6g, \"peak_rss_kb\": %ld, \"frag\": [",
                 i ? "," : "", r->wall_s, (unsigned long long)r->ops, (unsigned long long)r->allocs,
                 (unsigned long long)r->frees, (unsigned long long)r->failed, r->ops_per_s, r->ns_per_op,
-                r->pair_ns, r->alloc_ns, r->free_ns, (unsigned long long)r->thread_ops_min,
+                r->pair_ns, r->cpu_pair_ns, r->alloc_ns, r->free_ns, (unsigned long long)r->thread_ops_min,
                 (unsigned long long)r->thread_ops_max, r->int_frag, r->peak_rss_kb);
         for (int s = 0; s < r->nsnaps; s++) {
             const bench_snap_t *sn = &r->snaps[s];

@@ -296,28 +296,31 @@ def backend_section(outdir, lines):
         return
     lines.append("## Back-end targets\n")
     lines.append("4 KiB frames, max order 10, empty arena unless said; medians of the runs (each run: "
-                 "ops/T alloc+free pairs per thread). ns per pair = time a thread spends per pair.\n")
+                 "ops/T alloc+free pairs per thread). wall ns per pair = elapsed time a thread spends per pair "
+                 "(includes time preempted); CPU ns per pair = the thread's CPU time per pair, which is what the "
+                 "latency targets are checked against, since this machine is shared.\n")
     verdicts = []
     if cached:
         doc = load(cached[0])
         res = doc["results"]
         lines.append(f"Machine: {machine_line(doc)}; {doc['repeat']} runs per point.\n")
-        lines.append("| layout | order | T | ns per pair (min–max) | total Mops/s (alloc+free) | pairs/s |")
-        lines.append("|---|---|---|---|---|---|")
+        lines.append("| layout | order | T | CPU ns per pair (min–max) | wall ns per pair | total Mops/s (alloc+free) | pairs/s |")
+        lines.append("|---|---|---|---|---|---|---|")
         for a in ("nbbs-tree", "nbbs-bunch"):
             for r in res:
                 if r["allocator"] != a:
                     continue
-                s = r["summary"]["pair_ns"]
+                s = r["summary"].get("cpu_pair_ns", r["summary"]["pair_ns"])
                 tp = r["summary"]["ops_per_s"]["median"]
                 lines.append(f"| {a} | {r['value']} | {r['threads']} | {fmt(s['median'])} "
-                             f"({fmt(s['min'])}–{fmt(s['max'])}) | {tp / 1e6:.2f} | {tp / 2e6:.2f} M |")
+                             f"({fmt(s['min'])}–{fmt(s['max'])}) | {fmt(med(r, 'pair_ns'))} | {tp / 1e6:.2f} | "
+                             f"{tp / 2e6:.2f} M |")
         lines.append("")
         b1 = find(res, allocator="nbbs-bunch", value=0, threads=1)
         if b1:
-            v = med(b1, "pair_ns")
-            verdicts.append(f"- alloc+free ≤ 40 ns single-thread, BUNCH order 0: measured {fmt(v)} ns — "
-                            f"{'met' if v is not None and v <= 40 else 'NOT met'}.")
+            v = med(b1, "cpu_pair_ns") if "cpu_pair_ns" in b1["summary"] else med(b1, "pair_ns")
+            verdicts.append(f"- alloc+free ≤ 40 ns single-thread, BUNCH order 0: measured {fmt(v)} ns of CPU time "
+                            f"({fmt(med(b1, 'pair_ns'))} ns wall) — {'met' if v is not None and v <= 40 else 'NOT met'}.")
         for a in ("nbbs-tree", "nbbs-bunch"):
             r1, r8 = find(res, allocator=a, value=0, threads=1), find(res, allocator=a, value=0, threads=8)
             if r1 and r8:
@@ -330,16 +333,18 @@ def backend_section(outdir, lines):
         res = doc["results"]
         lines.append("fill-cost: arena filled to X% with scattered order-0 frames, then alloc+free pairs of "
                      "order 0, 1 thread.\n")
-        lines.append("| layout | fill | ns per pair (min–max) |")
-        lines.append("|---|---|---|")
+        lines.append("| layout | fill | CPU ns per pair (min–max) | wall ns per pair |")
+        lines.append("|---|---|---|---|")
         for r in res:
-            s = r["summary"]["pair_ns"]
-            lines.append(f"| {r['allocator']} | {r['value']}% | {fmt(s['median'])} ({fmt(s['min'])}–{fmt(s['max'])}) |")
+            s = r["summary"].get("cpu_pair_ns", r["summary"]["pair_ns"])
+            lines.append(f"| {r['allocator']} | {r['value']}% | {fmt(s['median'])} ({fmt(s['min'])}–{fmt(s['max'])}) "
+                         f"| {fmt(med(r, 'pair_ns'))} |")
         lines.append("")
         for a in ("nbbs-tree", "nbbs-bunch"):
             lo, hi = find(res, allocator=a, value=5), find(res, allocator=a, value=95)
             if lo and hi:
-                x, y = med(lo, "pair_ns"), med(hi, "pair_ns")
+                key = "cpu_pair_ns" if "cpu_pair_ns" in lo["summary"] else "pair_ns"
+                x, y = med(lo, key), med(hi, key)
                 if x and y:
                     verdicts.append(f"- 95% occupancy cost ≤ 2× the 5% cost, {a}: {fmt(y)} vs {fmt(x)} ns "
                                     f"({y / x:.2f}×) — {'met' if y <= 2 * x else 'NOT met'}.")

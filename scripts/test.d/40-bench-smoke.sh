@@ -44,7 +44,7 @@ help_text = open(os.path.join(tmp, "help.txt")).read()
 for w in wl_names:
     check(w in help_text, f"--help does not describe {w}")
 
-SUMMARY = ["wall_s", "ops_per_s", "ns_per_op", "pair_ns", "alloc_ns", "free_ns", "int_frag"]
+SUMMARY = ["wall_s", "ops_per_s", "ns_per_op", "pair_ns", "cpu_pair_ns", "alloc_ns", "free_ns", "int_frag"]
 RUN = ["wall_s", "ops", "allocs", "frees", "failed", "ops_per_s", "ns_per_op", "alloc_ns", "free_ns",
        "thread_ops_min", "thread_ops_max", "int_frag", "peak_rss_kb", "frag"]
 
