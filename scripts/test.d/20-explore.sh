@@ -18,7 +18,7 @@ X=$B/tests/explore
 # explorer skips those marked with a known core bug, see --list).
 status=0
 for n in 1 2 3 4 5 6 7; do
-  out=$($X/nbbs_explore_bug$n --expect-fail --pct --budget 60) || status=1
+  out=$($X/nbbs_explore_bug$n --expect-fail --pct --budget 240) || status=1
   echo "$out" | grep -E "^FAIL|^planted" || true
 done
 [ $status -eq 0 ] || { echo "20-explore: a planted bug was NOT found"; exit 1; }
