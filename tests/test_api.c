@@ -182,7 +182,7 @@ static void test_exhaustion(nbbs_layout_t lay)
         CHECK(b != NULL);
         if (!b)
             continue;
-        void **p = malloc(n * sizeof *p);
+        void **p = malloc((n + 1) * sizeof *p); /* the loop stores its final NULL too */
         for (unsigned o = 0; o <= max_order; o++) {
             size_t got = 0, bs = (size_t)8 << o;
             while ((p[got] = nbbs_alloc_order(b, o)) != NULL) {
