@@ -115,8 +115,9 @@ nbbs_t *nbbs_init(void *meta, size_t meta_size, void *base, size_t arena_size,
         b->row_top[k] = (uint8_t)(rb >= g.lpw - 1 ? rb - (g.lpw - 1) : 0);
         b->row_spw_log[k] = (uint8_t)sl;
         b->row_off[k] = off;
-        off += (g.ntrees << rb) >> sl;
+        off += (UINT64_C(1) << rb) >> sl;
     }
+    b->tree_words = off;
 
     char *p = (char *)meta + ALIGN_UP(sizeof(struct nbbs), NBBS_META_ALIGN);
     b->hints = (_Atomic uint64_t *)p;

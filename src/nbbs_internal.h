@@ -15,8 +15,11 @@
  * node (see SLOT_* below); the state of a node higher in the row is derived
  * from the slots below it (occupied = some slot below it occupied;
  * allocatable = every slot below it zero). A word holds up to 8 slots (64-bit
- * word, BUNCH) or exactly one (8-bit word, TREE). Row k's words are
- * contiguous across trees, so a scan of one level walks memory in order.
+ * word, BUNCH) or exactly one (8-bit word, TREE). Each tree's words are
+ * stored together (rows from the leaves up), so threads working in different
+ * trees never share the cache lines of the upper levels that every operation
+ * climbs to: stored level by level across trees, the roots of 64 TREE-layout
+ * trees shared one line and two threads ran 4x slower than one.
  */
 #ifndef NBBS_INTERNAL_H
 #define NBBS_INTERNAL_H
@@ -70,7 +73,8 @@ struct nbbs {
     uint8_t   row_bottom[NBBS_MAX_ROWS]; /* level of the stored nodes */
     uint8_t   row_top[NBBS_MAX_ROWS];    /* level of the row's top nodes */
     uint8_t   row_spw_log[NBBS_MAX_ROWS];/* log2(slots per word) */
-    uint64_t  row_off[NBBS_MAX_ROWS];    /* first word of the row */
+    uint64_t  row_off[NBBS_MAX_ROWS];    /* first word of the row inside a tree's block */
+    uint64_t  tree_words;                /* words per tree */
     _Atomic uint64_t *hints; /* NBBS_HINTS cells, NBBS_HINT_STRIDE apart */
     void             *words; /* _Atomic uint8_t[] (TREE) or _Atomic uint64_t[] (BUNCH) */
     _Atomic uint8_t  *index; /* per leaf: order + 1 of the live block starting there, or 0 */

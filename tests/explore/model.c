@@ -146,8 +146,9 @@ static unsigned row_of(unsigned r) { return (inst->max_order - r) / inst->lpw; }
 static unsigned slot(unsigned r, uint64_t gp)
 {
     unsigned k = row_of(r), sl = inst->row_spw_log[k];
-    uint64_t i = inst->row_off[k] + (gp >> sl);
-    unsigned sh = SLOT_BITS * (unsigned)(gp & ((UINT64_C(1) << sl) - 1));
+    uint64_t t = gp >> r, local = gp - (t << r); /* each tree's words are stored together */
+    uint64_t i = t * inst->tree_words + inst->row_off[k] + (local >> sl);
+    unsigned sh = SLOT_BITS * (unsigned)(local & ((UINT64_C(1) << sl) - 1));
     uint64_t w = inst->lpw == 4 ? atomic_load(&((_Atomic uint64_t *)inst->words)[i])
                                 : atomic_load(&((_Atomic uint8_t *)inst->words)[i]);
     return (unsigned)(w >> sh) & 31u;
@@ -401,11 +402,13 @@ static void word_name(const volatile void *a, char *buf, size_t len)
         return;
     }
     if (x >= w && x < w + inst->tree_bytes) {
-        uint64_t i = (x - w) / ws;
+        uint64_t i = (x - w) / ws, t = i / inst->tree_words, j = i % inst->tree_words;
         unsigned k = 0;
-        while (k + 1 < inst->nrows && inst->row_off[k + 1] <= i)
+        while (k + 1 < inst->nrows && inst->row_off[k + 1] <= j)
             k++;
-        snprintf(buf, len, "level %u word %lu", inst->row_bottom[k], (unsigned long)(i - inst->row_off[k]));
+        uint64_t per_tree = (k + 1 < inst->nrows ? inst->row_off[k + 1] : inst->tree_words) - inst->row_off[k];
+        snprintf(buf, len, "level %u word %lu", inst->row_bottom[k],
+                 (unsigned long)(t * per_tree + j - inst->row_off[k]));
         return;
     }
     snprintf(buf, len, "model");
