@@ -16,6 +16,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -248,6 +249,13 @@ void bench_barrier(bench_thread_t *t);
 /* Thread 0 records the allocator's free space as phase `phase`; every thread
  * must call it (it holds two barriers so no operation is in flight). */
 void bench_snapshot(bench_thread_t *t, const char *phase);
+
+/* The fill-then-drain rounds shared by alloc-seq/free-seq and bulk: each
+ * thread allocates its share of every block of the run's order (a full
+ * arena), then frees them, alloc and free timed apart. reverse frees the last
+ * allocated first; barriers makes every free phase start on a full arena
+ * (wl_pages.c). */
+void bench_fill_drain(bench_thread_t *t, bool reverse, bool barriers);
 
 /* Number of blocks of `order` the arena holds (page-frame workloads). */
 static inline size_t bench_arena_blocks(const bench_thread_t *t, unsigned order)

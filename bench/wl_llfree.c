@@ -27,33 +27,8 @@ static void llf_scale(bench_params_t *p, bench_scale_t s)
 
 /* --- bulk: allocate everything, then free everything, timed apart --- */
 
-static void bulk_thread(bench_thread_t *t)
-{
-    const unsigned k = (unsigned)t->run->p->value;
-    size_t lo, hi;
-    bench_share(t, bench_arena_blocks(t, k), &lo, &hi);
-    size_t n = hi - lo;
-    void **v = xcalloc(n, sizeof *v);
-    bench_begin(t);
-    for (unsigned r = 0; r < t->run->p->rounds; r++) {
-        uint64_t t0 = bench_now_ns();
-        for (size_t i = 0; i < n; i++)
-            v[i] = bench_alloc_order(t, k);
-        t->alloc_ns += bench_now_ns() - t0;
-        if (r == 0)
-            bench_snapshot(t, "full");
-        else
-            bench_barrier(t); /* the free phase starts on a full arena */
-        t0 = bench_now_ns();
-        for (size_t i = n; i > 0; i--) /* last allocated, first freed */
-            if (v[i - 1])
-                bench_free(t, v[i - 1]);
-        t->free_ns += bench_now_ns() - t0;
-        bench_barrier(t);
-    }
-    bench_end(t);
-    free(v);
-}
+/* Every thread fills its share, all wait, everything is freed in reverse. */
+static void bulk_thread(bench_thread_t *t) { bench_fill_drain(t, true, true); }
 
 const bench_workload_t bench_wl_bulk = {
     .name = "bulk", .source = "LLFree evaluation (Wrenger et al., ATC'23): bulk",

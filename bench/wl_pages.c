@@ -87,9 +87,7 @@ static void seq_scale(bench_params_t *p, bench_scale_t s)
     p->rounds = rounds[s];
 }
 
-/* Both scenarios run the same rounds (fill the share, free it in allocation
- * order, both timed apart); they differ in which half the report plots. */
-static void seq_thread(bench_thread_t *t)
+void bench_fill_drain(bench_thread_t *t, bool reverse, bool barriers)
 {
     const unsigned k = (unsigned)t->run->p->value;
     size_t lo, hi;
@@ -104,15 +102,25 @@ static void seq_thread(bench_thread_t *t)
         t->alloc_ns += bench_now_ns() - t0;
         if (r == 0)
             bench_snapshot(t, "full");
+        else if (barriers)
+            bench_barrier(t);
         t0 = bench_now_ns();
-        for (size_t i = 0; i < n; i++)
-            if (v[i])
-                bench_free(t, v[i]);
+        for (size_t i = 0; i < n; i++) {
+            void *p = v[reverse ? n - 1 - i : i];
+            if (p)
+                bench_free(t, p);
+        }
         t->free_ns += bench_now_ns() - t0;
+        if (barriers)
+            bench_barrier(t);
     }
     bench_end(t);
     free(v);
 }
+
+/* Both scenarios run the same rounds (fill the share, free it in allocation
+ * order, both timed apart); they differ in which half the report plots. */
+static void seq_thread(bench_thread_t *t) { bench_fill_drain(t, false, false); }
 
 const bench_workload_t bench_wl_alloc_seq = {
     .name = "alloc-seq", .source = "kernel page-frame NBBS bench (seed 001), scenario 1",
