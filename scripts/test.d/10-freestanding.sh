@@ -7,14 +7,15 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-core=(src/nbbs_init.c src/nbbs_alloc.c src/nbbs_stats.c src/nbbs_tree.c src/nbbs_bunch.c ${NBBS_FREESTANDING_PLANT:-})
+# The core's source list is written once, in src/nbbs/sources.mk.
+core=($(sed -n 's/^NBBS_CORE_SOURCES := //p' src/nbbs/sources.mk | tr ' ' '\n' | sed 's|^|src/nbbs/|') ${NBBS_FREESTANDING_PLANT:-})
 status=0
 for cc in gcc clang-14; do
   objs=()
   for f in "${core[@]}"; do
     o="$out/$(basename "$f" .c).$cc.o"
     $cc -std=c11 -O2 -Wall -Wextra -Werror -ffreestanding -fno-stack-protector \
-        -mno-red-zone -fno-pic -Iinclude -Isrc ${NBBS_FREESTANDING_EXTRA:-} -c "$f" -o "$o"
+        -mno-red-zone -fno-pic -Iinclude -Isrc/nbbs ${NBBS_FREESTANDING_EXTRA:-} -c "$f" -o "$o"
     objs+=("$o")
   done
   ld -r -o "$out/core.$cc.o" "${objs[@]}"
@@ -24,7 +25,7 @@ for cc in gcc clang-14; do
   fi
 done
 # Only the allowed headers may be included by the core.
-bad=$(grep -hE '^#include <' src/nbbs_core.inc src/nbbs_atomic.h src/nbbs_internal.h include/nbbs.h "${core[@]}" \
+bad=$(grep -hE '^#include <' src/nbbs/*.h src/nbbs/*.inc include/nbbs.h "${core[@]}" \
       | grep -vE '<(stddef|stdint|stdbool|stdatomic|limits)\.h>' || true)
 if [ -n "$bad" ]; then echo "freestanding: core includes $bad"; status=1; fi
 if [ $status -eq 0 ]; then
