@@ -152,6 +152,13 @@ typedef struct nbbs_stats {
     size_t        largest_free;  /* size of the largest block that could be allocated now */
     size_t        live_blocks;   /* number of live blocks */
     size_t        blocks[NBBS_MAX_ORDER + 1]; /* live blocks per order */
+    /* Blocks held by frame caches (nbbs_cache_*). They are counted as used
+     * above (used_bytes, live_blocks, blocks[]): the tree cannot hand them
+     * out, an allocation gets them only from a cache or by reclaiming them
+     * under pressure. free_bytes + cached_bytes is what allocations can still
+     * get. */
+    size_t        cached_bytes;
+    size_t        cached_blocks;
 } nbbs_stats_t;
 
 /* Fills *out from the metadata (no counter is kept on the alloc/free paths).
@@ -173,6 +180,107 @@ enum { NBBS_MAP_FREE = 0, NBBS_MAP_PARTIAL = 1, NBBS_MAP_FULL = 2 };
  * have. Only meaningful with no operation in flight. Returns 0 if it holds,
  * else a negative value (the first discrepancy found). For tests. */
 int nbbs_validate(const nbbs_t *b);
+
+/* ------------------------------------------------------------------------
+ * Per-CPU frame caches
+ *
+ * A cache keeps a few free blocks of the small orders (0..3 by default) for
+ * one owner, as Linux keeps per-CPU page lists: the owner allocates and frees
+ * them without touching the tree, refills and drains in batches. Everything
+ * lives in caller-provided memory (no libc, no TLS, no globals), so a kernel
+ * gives each CPU one cache and calls it with preemption off; a runtime gives
+ * each thread or worker one.
+ *
+ * Ownership: nbbs_cache_alloc, nbbs_cache_free and nbbs_cache_drain of one
+ * cache must not run at the same time (one owner at a time; handing a cache
+ * to another owner needs the caller's own synchronisation, e.g. preemption
+ * off on that CPU, or a mutex, or a thread join). Any number of caches on one
+ * instance, and nbbs_alloc / nbbs_free / nbbs_reclaim_cached, may run at once
+ * from any threads; none of them ever blocks.
+ *
+ * A cached block stays allocated in the tree (nbbs_validate holds) and is
+ * marked "cached" in its index entry. Whoever clears the mark with one CAS
+ * owns the block: the owner popping it, nbbs_cache_drain, or an allocation
+ * elsewhere that found the tree empty and takes it (nbbs_alloc_order and
+ * nbbs_cache_alloc do that before they return NULL). So no block is lost in
+ * a cache: under pressure every cached block can be taken by anyone.
+ *
+ * Cost: one CAS on the block's index byte per cached alloc and per cached
+ * free (the claim, and the check that makes a double free fail), plain loads
+ * and stores otherwise; the tree is touched only by batched refills and
+ * drains.
+ *
+ * Memory order: as for nbbs_alloc / nbbs_free. A free through a cache
+ * releases and the allocation (through any cache, or by taking it under
+ * pressure) that next gets any part of that block acquires.
+ * ------------------------------------------------------------------------ */
+
+typedef struct nbbs_cache nbbs_cache_t;
+
+typedef struct nbbs_cache_config {
+    unsigned orders;   /* orders 0 .. orders - 1 are cached; 0 means 4 (0..3) */
+    unsigned batch;    /* blocks per refill and per drain step; 0 means 16 */
+    unsigned capacity; /* blocks held per order at most; 0 means 4 * batch */
+} nbbs_cache_config_t;
+
+/* Most orders a cache can hold (orders 0 .. NBBS_CACHE_MAX_ORDERS - 1). */
+#define NBBS_CACHE_MAX_ORDERS 16
+
+/* Alignment nbbs_cache_init requires of the cache memory (a cache line). */
+#define NBBS_CACHE_ALIGN 64
+
+/* Bytes of memory a cache with cfg (NULL: all defaults) needs. Returns 0 if
+ * the configuration is invalid: orders > NBBS_CACHE_MAX_ORDERS, capacity <
+ * batch, or capacity > 2^20. */
+size_t nbbs_cache_size(const nbbs_cache_config_t *cfg);
+
+/* Builds an empty cache for instance b in caller-provided memory mem of size
+ * bytes (NBBS_CACHE_ALIGN-aligned, at least nbbs_cache_size(cfg)) and
+ * attaches it to b, so that allocations elsewhere can take its blocks under
+ * pressure. Returns the cache (which lives at mem), or NULL, writing
+ * nothing, if mem or b is NULL or not an instance, mem is misaligned or too
+ * small, cfg is invalid, orders - 1 > b's max_order, or mem is already a
+ * cache of b. A cache stays attached to b for b's lifetime: its memory must
+ * stay valid as long as b is used, and it can be handed from owner to owner
+ * but not detached (drain it when its owner goes away, e.g. a CPU going
+ * offline). nbbs_cache_init may run concurrently with any operation on b. */
+nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cache_config_t *cfg);
+
+/* The instance c serves, or NULL if c is NULL. */
+nbbs_t *nbbs_cache_instance(const nbbs_cache_t *c);
+
+/* Allocates a block of min_block << order bytes, from the cache if it holds
+ * one (no tree access), else by a refill of up to batch blocks from the tree
+ * (nbbs_alloc_order's placement, from the caller's context, so the blocks
+ * come from the huge block this context is filling). Orders the cache does
+ * not hold go to nbbs_alloc_order. Returns NULL if c is NULL, order >
+ * max_order, or no block could be found: the tree had none, and then no
+ * block was found in any cache (nor in the tree again after every cached
+ * block was returned to it); see nbbs_alloc_order for what NULL means
+ * under concurrency. */
+void *nbbs_cache_alloc(nbbs_cache_t *c, unsigned order);
+
+/* Releases the live block that starts at p into the cache if its order is
+ * cached, else to the tree (nbbs_free). When the cache already holds
+ * capacity blocks of that order, the batch it has held longest goes back to
+ * the tree first. Returns 0, or NBBS_EINVAL and changes nothing if c is NULL
+ * or p is not the start of a live block of c's instance (outside the arena,
+ * not a block start, never allocated, freed, or already in a cache: a double
+ * free). Of two concurrent frees of one block (through caches or nbbs_free)
+ * exactly one returns 0. nbbs_cache_free(c, NULL) returns 0. */
+int nbbs_cache_free(nbbs_cache_t *c, void *p);
+
+/* Returns every block c holds to the tree. Owner only. Returns the number of
+ * blocks returned (blocks another thread took from the cache meanwhile are
+ * not counted), 0 if c is NULL. */
+size_t nbbs_cache_drain(nbbs_cache_t *c);
+
+/* Returns every block held by any cache of b to the tree, from any thread at
+ * any time, concurrently with the caches' owners (who find the blocks gone
+ * and refill). What an allocation under pressure does on its own; for a
+ * kernel before a large allocation or an offline operation. Returns the
+ * number of blocks returned, 0 if b is NULL. */
+size_t nbbs_reclaim_cached(nbbs_t *b);
 
 #ifdef __cplusplus
 }

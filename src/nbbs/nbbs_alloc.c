@@ -10,7 +10,8 @@ void *nbbs_alloc_order(nbbs_t *b, unsigned order)
 {
     if (!b || order > b->max_order)
         return NULL;
-    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order) : nbbs__tree_alloc(b, order);
+    void *p = nbbs__tree_or_bunch_alloc(b, order);
+    return p ? p : nbbs__reclaim(b, order); /* frames held by caches count as free */
 }
 
 void *nbbs_alloc(nbbs_t *b, size_t size)
@@ -19,12 +20,13 @@ void *nbbs_alloc(nbbs_t *b, size_t size)
         return NULL;
     uint64_t units = ((uint64_t)size + b->min_block - 1) >> b->min_shift;
     unsigned order = units <= 1 ? 0 : 64u - (unsigned)__builtin_clzll(units - 1);
-    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order) : nbbs__tree_alloc(b, order);
+    void *p = nbbs__tree_or_bunch_alloc(b, order);
+    return p ? p : nbbs__reclaim(b, order);
 }
 
-/* The index entry is taken with an exchange before the tree is touched, so of
- * two frees of one block exactly one proceeds, and a stale, foreign or
- * interior pointer is rejected without any write. */
+/* The index entry is taken with a CAS before the tree is touched, so of two
+ * frees of one block exactly one proceeds, and a stale, foreign or interior
+ * pointer, or a block a frame cache holds, is rejected without any write. */
 int nbbs_free(nbbs_t *b, void *p)
 {
     if (!p)
@@ -32,11 +34,11 @@ int nbbs_free(nbbs_t *b, void *p)
     if (!b)
         return NBBS_EINVAL;
     uint64_t leaf = nbbs__leaf_of(b, p);
-    if (leaf == UINT64_MAX || nb_load_u8(&b->index[leaf]) == 0)
+    if (leaf == UINT64_MAX)
         return NBBS_EINVAL;
-    uint8_t v = nb_xchg_u8(&b->index[leaf], 0);
-    if (v == 0)
-        return NBBS_EINVAL; /* a concurrent free of the same block won */
+    uint8_t v = nb_load_u8(&b->index[leaf]);
+    if (v == 0 || (v & NBBS_IDX_CACHED) || !nb_cas_u8(&b->index[leaf], &v, 0))
+        return NBBS_EINVAL; /* not live, in a cache, or a concurrent free won */
     unsigned order = v - 1u;
     unsigned r = b->max_order - order;
     NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b); /* the next allocation here starts at this block */
@@ -57,5 +59,5 @@ size_t nbbs_block_size(const nbbs_t *b, const void *p)
     if (leaf == UINT64_MAX)
         return 0;
     uint8_t v = nb_load_u8(&b->index[leaf]);
-    return v ? b->min_block << (v - 1u) : 0;
+    return v && !(v & NBBS_IDX_CACHED) ? b->min_block << (v - 1u) : 0;
 }

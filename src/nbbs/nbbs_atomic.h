@@ -98,6 +98,18 @@ static inline void nb_hint_store(NBBS_ATOMIC(uint64_t) *p, uint64_t v)
     nbbs_atomic_store(p, v, NBBS_MO_RELAXED);
 }
 
+/* Frame-cache stacks (nbbs_cache.c): words written only by the cache's owner
+ * and read by other threads only as hints (a block named there is taken only
+ * by a CAS on its index byte, which decides), so relaxed, not observed. */
+static inline uint64_t nb_own_load(NBBS_ATOMIC(uint64_t) *p)
+{
+    return nbbs_atomic_load(p, NBBS_MO_RELAXED);
+}
+static inline void nb_own_store(NBBS_ATOMIC(uint64_t) *p, uint64_t v)
+{
+    nbbs_atomic_store(p, v, NBBS_MO_RELAXED);
+}
+
 /* Initialisation only (no other thread can see the metadata yet): a relaxed
  * store, which the compiler will not fuse into a call to memset. */
 #define nb_init_store(p, v) nbbs_atomic_store((p), (v), NBBS_MO_RELAXED)

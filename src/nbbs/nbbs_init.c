@@ -107,6 +107,7 @@ nbbs_t *nbbs_init(void *meta, size_t meta_size, void *base, size_t arena_size,
     b->lpw = g.lpw;
     b->nrows = g.nrows;
     b->hosted = false;
+    nb_init_store(&b->caches, 0);
     uint64_t off = 0;
     for (unsigned k = 0; k < g.nrows; k++) {
         unsigned rb = g.max_order - g.lpw * k;

@@ -31,6 +31,12 @@ _Static_assert(8 * SLOT_BITS + 24 == 64, "a BUNCH word: 8 slots and a 24-bit ver
 _Static_assert(1 * SLOT_BITS + 3 == 8, "a TREE byte: 1 slot and a 3-bit version");
 _Static_assert(NBBS_MAX_ORDER + 1 < 128, "the index byte holds order + 1 below bit 7");
 
+/* Index byte bit 7: the live block is held by a frame cache (nbbs_cache.c).
+ * Whoever clears it with a CAS owns the block; nbbs_free, nbbs_block_size and
+ * a second nbbs_cache_free see it and reject the block. */
+#define NBBS_IDX_CACHED 0x80u
+#define NBBS_IDX_ORDER  0x7fu
+
 /* x repeated in each of the 8 slots of a 64-bit word. */
 #define SLOT_REP(x) ((uint64_t)(x) * UINT64_C(0x842108421))
 _Static_assert(SLOT_REP(31) == (UINT64_C(1) << 40) - 1, "SLOT_REP fills 8 slots and nothing else");
@@ -71,7 +77,9 @@ struct nbbs {
     uint64_t  tree_words;                /* words per tree */
     NBBS_ATOMIC(uint64_t) *hints; /* NBBS_HINTS cells, NBBS_HINT_STRIDE apart */
     void                  *words; /* NBBS_ATOMIC(uint8_t)[] (TREE) or (uint64_t)[] (BUNCH) */
-    NBBS_ATOMIC(uint8_t)  *index; /* per leaf: order + 1 of the live block starting there, or 0 */
+    NBBS_ATOMIC(uint8_t)  *index; /* per leaf: order + 1 of the live block starting there, or 0;
+                                    | NBBS_IDX_CACHED while a frame cache holds it */
+    NBBS_ATOMIC(uint64_t)  caches;/* attached frame caches: a push-only list (nbbs_cache.c) */
 };
 
 /* Geometry of a configuration, computed without touching memory. */
@@ -94,6 +102,17 @@ void  nbbs__bunch_release(const nbbs_t *b, unsigned r, uint64_t gp);
 bool  nbbs__bunch_take(const nbbs_t *b, unsigned r, uint64_t gp);
 
 static inline bool nbbs__is_bunch(const nbbs_t *b) { return b->lpw == 4; }
+
+/* The tree's own allocation, without the reclaim from frame caches. */
+static inline void *nbbs__tree_or_bunch_alloc(nbbs_t *b, unsigned order)
+{
+    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order) : nbbs__tree_alloc(b, order);
+}
+
+/* Under pressure (the tree found no block of order): take a block of that
+ * order from any frame cache, else return every cached block to the tree
+ * and scan once more. NULL if that finds none either (nbbs_cache.c). */
+void *nbbs__reclaim(nbbs_t *b, unsigned order);
 
 /* The calling context's hint cell. Where the platform names the running CPU
  * (NBBS_CPU_ID: the kernel), the CPU's own cell. Elsewhere a hash of the

@@ -11,7 +11,7 @@
 static void for_each_block(const nbbs_t *b, void (*visit)(void *, uint64_t, uint64_t), void *ctx)
 {
     for (uint64_t i = 0; i < b->nleaves;) {
-        uint8_t v = nb_peek_u8(&b->index[i]);
+        uint8_t v = nb_peek_u8(&b->index[i]) & NBBS_IDX_ORDER; /* cached blocks are live */
         if (v) {
             uint64_t len = UINT64_C(1) << (v - 1u);
             visit(ctx, i, len);
@@ -51,6 +51,10 @@ static void stats_visit(void *ctx, uint64_t leaf, uint64_t len)
     c->s->blocks[order]++;
     c->s->live_blocks++;
     c->s->used_bytes += (size_t)len << c->b->min_shift;
+    if (nb_peek_u8(&c->b->index[leaf]) & NBBS_IDX_CACHED) {
+        c->s->cached_blocks++;
+        c->s->cached_bytes += (size_t)len << c->b->min_shift;
+    }
     if (leaf > c->next_free)
         free_run(c, c->next_free, leaf);
     c->next_free = leaf + len;
@@ -72,6 +76,8 @@ void nbbs_get_stats(const nbbs_t *b, nbbs_stats_t *out)
     s->index_bytes = b->index_bytes;
     s->used_bytes = 0;
     s->live_blocks = 0;
+    s->cached_bytes = 0;
+    s->cached_blocks = 0;
     stats_ctx_t c = { b, s, 0, 0 };
     for_each_block(b, stats_visit, &c);
     if (b->nleaves > c.next_free)

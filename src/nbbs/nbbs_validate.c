@@ -17,7 +17,7 @@ static bool is_block(const nbbs_t *b, unsigned r, uint64_t gp)
     uint64_t lo = gp << order;
     if (lo >= b->nleaves)
         return r == 0 || ((gp >> 1) << (order + 1)) < b->nleaves;
-    return nb_peek_u8(&b->index[lo]) == order + 1;
+    return (nb_peek_u8(&b->index[lo]) & NBBS_IDX_ORDER) == order + 1; /* cached or not */
 }
 
 /* Returns 1 if something in the subtree is occupied, 0 if not, <0 on error. */
