@@ -1,0 +1,628 @@
+/*
+ * test_cache.c - the frame caches (nbbs_cache_*), in both layouts.
+ *
+ * API part: every function and every error path (bad configurations, bad
+ * memory, double attach, bad pointers and double frees, each leaving the
+ * instance's metadata and the cache byte-for-byte unchanged), refill and
+ * drain in batches, statistics and nbbs_validate with blocks cached, orders
+ * the cache does not hold, and pressure: with every free block inside caches,
+ * allocations (plain and through other caches) must take them, and the count
+ * of blocks obtainable until NULL must be exactly what is free.
+ *
+ * Stress part: T owner threads, each with its own cache, allocate and free
+ * through it on a small arena (so the tree runs dry and allocations steal
+ * from other caches), hand blocks to other threads (frees on another cache
+ * than the one that allocated), drain their caches now and then, while one
+ * more thread returns every cached block to the tree in a loop. Overlap is
+ * detected by a shadow owner map claimed with CAS and by tags written into
+ * every block; loss by the final accounting (everything free, validate, every
+ * max block allocatable) and, before that, by a quiescent exhaustion with
+ * the caches still full (allocations until NULL must get every free block).
+ * Then racing double frees through caches and nbbs_free: exactly one wins.
+ *
+ * Usage: test_cache [ops-per-thread] [threads]
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "check.h"
+#include "nbbs.h"
+
+static const nbbs_layout_t layouts[] = { NBBS_LAYOUT_TREE, NBBS_LAYOUT_BUNCH };
+#define FAKE_BASE ((char *)(uintptr_t)0x200000000ull) /* never mapped, never touched */
+
+static void *aalloc(size_t align, size_t n)
+{
+    void *m = aligned_alloc(align, (n + align - 1) & ~(align - 1));
+    if (!m)
+        abort();
+    return m;
+}
+
+typedef struct {
+    nbbs_t *b;
+    void   *meta;
+    size_t  meta_size;
+} inst_t;
+
+static inst_t make(nbbs_layout_t lay, char *base, size_t arena, size_t min_block, unsigned max_order)
+{
+    nbbs_config_t c = { min_block, max_order, lay };
+    inst_t in;
+    in.meta_size = nbbs_meta_size(arena, &c);
+    CHECK(in.meta_size > 0);
+    in.meta = aalloc(NBBS_META_ALIGN, in.meta_size);
+    in.b = nbbs_init(in.meta, in.meta_size, base, arena, &c);
+    CHECK(in.b != NULL);
+    return in;
+}
+
+static nbbs_stats_t stats(nbbs_t *b)
+{
+    nbbs_stats_t s;
+    nbbs_get_stats(b, &s);
+    return s;
+}
+
+static void test_config(void)
+{
+    nbbs_cache_config_t c = { 0, 0, 0 };
+    size_t def = nbbs_cache_size(NULL);
+    CHECK(def > 0);
+    CHECK_EQ(nbbs_cache_size(&c), def); /* zeros are the defaults */
+    c.orders = NBBS_CACHE_MAX_ORDERS;
+    CHECK(nbbs_cache_size(&c) > def);
+    c.orders = NBBS_CACHE_MAX_ORDERS + 1;
+    CHECK_EQ(nbbs_cache_size(&c), 0);
+    c = (nbbs_cache_config_t){ 2, 8, 4 };
+    CHECK_EQ(nbbs_cache_size(&c), 0); /* capacity < batch */
+    c = (nbbs_cache_config_t){ 2, 8, (1u << 20) + 1 };
+    CHECK_EQ(nbbs_cache_size(&c), 0); /* capacity too large */
+    c = (nbbs_cache_config_t){ 2, (1u << 20) + 1, 0 };
+    CHECK_EQ(nbbs_cache_size(&c), 0); /* batch too large */
+    c = (nbbs_cache_config_t){ 2, 8, 8 };
+    CHECK(nbbs_cache_size(&c) >= 2 * 8 * sizeof(uint64_t));
+}
+
+static void test_init(nbbs_layout_t lay)
+{
+    inst_t in = make(lay, FAKE_BASE, 64 * 4096, 4096, 6);
+    nbbs_cache_config_t cfg = { 2, 4, 8 };
+    size_t sz = nbbs_cache_size(&cfg);
+    char *mem = aalloc(NBBS_CACHE_ALIGN, sz + NBBS_CACHE_ALIGN);
+    char *before = malloc(sz + NBBS_CACHE_ALIGN), *meta0 = malloc(in.meta_size);
+    memset(mem, 0xa5, sz + NBBS_CACHE_ALIGN);
+    memcpy(before, mem, sz + NBBS_CACHE_ALIGN);
+    memcpy(meta0, in.meta, in.meta_size);
+
+    CHECK(nbbs_cache_init(NULL, sz, in.b, &cfg) == NULL);
+    CHECK(nbbs_cache_init(mem, sz, NULL, &cfg) == NULL);
+    CHECK(nbbs_cache_init(mem + 8, sz, in.b, &cfg) == NULL);       /* misaligned */
+    CHECK(nbbs_cache_init(mem, sz - 1, in.b, &cfg) == NULL);       /* too small */
+    nbbs_cache_config_t bad = { 2, 8, 4 };
+    CHECK(nbbs_cache_init(mem, sz, in.b, &bad) == NULL);           /* invalid config */
+    bad = (nbbs_cache_config_t){ 8, 4, 8 };                        /* orders 0..7 > max_order 6 */
+    CHECK(nbbs_cache_init(mem, nbbs_cache_size(&bad), in.b, &bad) == NULL);
+    uint64_t not_an_instance[64] __attribute__((aligned(64))) = { 0 };
+    CHECK(nbbs_cache_init(mem, sz, (nbbs_t *)not_an_instance, &cfg) == NULL);
+    CHECK(memcmp(mem, before, sz + NBBS_CACHE_ALIGN) == 0);        /* nothing written */
+    CHECK(memcmp(in.meta, meta0, in.meta_size) == 0);
+
+    nbbs_cache_t *c = nbbs_cache_init(mem, sz, in.b, &cfg);
+    CHECK(c == (nbbs_cache_t *)mem);
+    CHECK(nbbs_cache_instance(c) == in.b);
+    CHECK(nbbs_cache_instance(NULL) == NULL);
+    memcpy(before, mem, sz);
+    CHECK(nbbs_cache_init(mem, sz, in.b, &cfg) == NULL);           /* attached already */
+    CHECK(memcmp(mem, before, sz) == 0);
+    bad = (nbbs_cache_config_t){ 7, 4, 8 };                        /* orders 0..6: all of them */
+    char *m2 = aalloc(NBBS_CACHE_ALIGN, nbbs_cache_size(&bad));
+    CHECK(nbbs_cache_init(m2, nbbs_cache_size(&bad), in.b, &bad) != NULL);
+    /* The default (orders 0..3) fits an instance whose max order is 1. */
+    inst_t small = make(lay, FAKE_BASE, 2 * 4096, 4096, 1);
+    char *m3 = aalloc(NBBS_CACHE_ALIGN, nbbs_cache_size(NULL));
+    nbbs_cache_t *c3 = nbbs_cache_init(m3, nbbs_cache_size(NULL), small.b, NULL);
+    CHECK(c3 != NULL);
+    void *p = nbbs_cache_alloc(c3, 1), *q = nbbs_cache_alloc(c3, 0);
+    CHECK(p != NULL && q == NULL); /* the one order-1 block is the whole arena */
+    CHECK_EQ(nbbs_cache_free(c3, p), 0);
+    q = nbbs_cache_alloc(c3, 0); /* reclaims the cached order-1 block and splits it */
+    CHECK(q != NULL);
+    CHECK(nbbs_cache_alloc(c3, 2) == NULL); /* beyond max order */
+    CHECK_EQ(nbbs_cache_free(c3, q), 0);
+    CHECK_EQ(nbbs_validate(small.b), 0);
+    free(before), free(meta0);
+    /* caches stay attached for their instance's lifetime: freed after it */
+    free(in.meta), free(small.meta), free(mem), free(m2), free(m3);
+}
+
+static void test_alloc_free(nbbs_layout_t lay)
+{
+    const size_t mb = 4096;
+    inst_t in = make(lay, FAKE_BASE, 256 * mb, mb, 8);
+    nbbs_cache_config_t cfg = { 4, 4, 8 };
+    size_t sz = nbbs_cache_size(&cfg);
+    char *mem = aalloc(NBBS_CACHE_ALIGN, sz);
+    nbbs_cache_t *c = nbbs_cache_init(mem, sz, in.b, &cfg);
+    CHECK(c != NULL);
+
+    CHECK(nbbs_cache_alloc(NULL, 0) == NULL);
+    CHECK(nbbs_cache_alloc(c, 9) == NULL); /* > max_order */
+    CHECK_EQ(nbbs_cache_free(c, NULL), 0);
+    CHECK_EQ(nbbs_cache_free(NULL, FAKE_BASE), NBBS_EINVAL);
+    CHECK_EQ(nbbs_cache_drain(NULL), 0);
+    CHECK_EQ(nbbs_reclaim_cached(NULL), 0);
+
+    /* First allocation: one refill of a batch; the rest sits in the cache. */
+    char *p = nbbs_cache_alloc(c, 0);
+    CHECK(p != NULL);
+    CHECK_EQ(nbbs_block_size(in.b, p), mb);
+    nbbs_stats_t s = stats(in.b);
+    CHECK_EQ(s.live_blocks, 4);
+    CHECK_EQ(s.cached_blocks, 3);
+    CHECK_EQ(s.cached_bytes, 3 * mb);
+    CHECK_EQ(s.used_bytes, 4 * mb); /* cached blocks count as used */
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    /* The next three come from the cache: no tree change at all. */
+    char *q[3];
+    for (int i = 0; i < 3; i++)
+        q[i] = nbbs_cache_alloc(c, 0);
+    s = stats(in.b);
+    CHECK_EQ(s.cached_blocks, 0);
+    CHECK_EQ(s.live_blocks, 4);
+    CHECK(q[0] != p && q[1] != p && q[2] != p && q[0] != q[1] && q[1] != q[2] && q[0] != q[2]);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(nbbs_cache_free(c, q[i]), 0);
+
+    /* A free goes to the cache: the block is no longer live for the user. */
+    CHECK_EQ(nbbs_cache_free(c, p), 0);
+    CHECK_EQ(nbbs_block_size(in.b, p), 0);
+    s = stats(in.b);
+    CHECK_EQ(s.cached_blocks, 4);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    CHECK(nbbs_cache_alloc(c, 0) == p); /* last in, first out */
+    CHECK_EQ(nbbs_cache_free(c, p), 0);
+
+    /* Error paths: each leaves metadata and cache byte-for-byte unchanged. */
+    char *big = nbbs_alloc_order(in.b, 2);
+    CHECK(big != NULL);
+    char *meta0 = malloc(in.meta_size), *cache0 = malloc(sz);
+    memcpy(meta0, in.meta, in.meta_size);
+    memcpy(cache0, mem, sz);
+    CHECK_EQ(nbbs_cache_free(c, p), NBBS_EINVAL);              /* double free through the cache */
+    CHECK_EQ(nbbs_free(in.b, p), NBBS_EINVAL);                 /* a cached block through nbbs_free */
+    CHECK_EQ(nbbs_cache_free(c, FAKE_BASE - mb), NBBS_EINVAL); /* below the arena */
+    CHECK_EQ(nbbs_cache_free(c, FAKE_BASE + 256 * mb), NBBS_EINVAL); /* past its end */
+    CHECK_EQ(nbbs_cache_free(c, big + 8), NBBS_EINVAL);        /* not a min_block boundary */
+    CHECK_EQ(nbbs_cache_free(c, big + mb), NBBS_EINVAL);       /* inside a live block */
+    CHECK_EQ(nbbs_cache_free(c, FAKE_BASE + 200 * mb), NBBS_EINVAL); /* never allocated */
+    CHECK(memcmp(in.meta, meta0, in.meta_size) == 0);
+    CHECK(memcmp(mem, cache0, sz) == 0);
+
+    /* Order 2 is cached too; its block is rejected after its free. */
+    CHECK_EQ(nbbs_cache_free(c, big), 0);
+    CHECK_EQ(nbbs_cache_free(c, big), NBBS_EINVAL);
+    CHECK(nbbs_cache_alloc(c, 2) == big);
+    CHECK_EQ(nbbs_block_size(in.b, big), 4 * mb);
+    CHECK_EQ(nbbs_cache_free(c, big), 0);
+    /* Orders the cache does not hold go to the tree. */
+    s = stats(in.b);
+    char *huge = nbbs_cache_alloc(c, 5);
+    CHECK(huge != NULL);
+    CHECK_EQ(stats(in.b).cached_blocks, s.cached_blocks);
+    CHECK_EQ(nbbs_cache_free(c, huge), 0);
+    CHECK_EQ(nbbs_cache_free(c, huge), NBBS_EINVAL);
+    CHECK_EQ(stats(in.b).used_bytes, s.used_bytes);
+
+    /* Drain: everything back to the tree, exact coalescing. */
+    s = stats(in.b);
+    CHECK_EQ(nbbs_cache_drain(c), s.cached_blocks);
+    s = stats(in.b);
+    CHECK_EQ(s.used_bytes, 0);
+    CHECK_EQ(s.cached_bytes, 0);
+    CHECK_EQ(s.largest_free, 256 * mb);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    CHECK_EQ(nbbs_cache_drain(c), 0);
+    free(meta0), free(cache0), free(in.meta), free(mem);
+}
+
+/* Capacity: a full order gives back its oldest batch, whole. */
+static void test_capacity(nbbs_layout_t lay)
+{
+    const size_t mb = 64;
+    inst_t in = make(lay, FAKE_BASE, 256 * mb, mb, 8);
+    nbbs_cache_config_t cfg = { 1, 4, 8 };
+    size_t sz = nbbs_cache_size(&cfg);
+    char *mem = aalloc(NBBS_CACHE_ALIGN, sz);
+    nbbs_cache_t *c = nbbs_cache_init(mem, sz, in.b, &cfg);
+    char *blk[20];
+    for (int i = 0; i < 20; i++)
+        blk[i] = nbbs_alloc_order(in.b, 0);
+    for (int i = 0; i < 8; i++)
+        CHECK_EQ(nbbs_cache_free(c, blk[i]), 0);
+    CHECK_EQ(stats(in.b).cached_blocks, 8);
+    CHECK_EQ(nbbs_cache_free(c, blk[8]), 0); /* full: blk[0..3] go back, 5 stay */
+    nbbs_stats_t s = stats(in.b);
+    CHECK_EQ(s.cached_blocks, 5);
+    CHECK_EQ(s.live_blocks, 20 - 4);
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ(nbbs_block_size(in.b, blk[i]), 0);
+    CHECK_EQ(nbbs_free(in.b, blk[0]), NBBS_EINVAL); /* back in the tree, not live */
+    for (int i = 9; i < 20; i++)
+        CHECK_EQ(nbbs_cache_free(c, blk[i]), 0);
+    s = stats(in.b);
+    CHECK(s.cached_blocks <= 8);
+    CHECK_EQ(s.live_blocks, s.cached_blocks);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    nbbs_cache_drain(c);
+    CHECK_EQ(stats(in.b).used_bytes, 0);
+    free(in.meta), free(mem);
+}
+
+/* Pressure: every free block sits in caches. */
+static void test_pressure(nbbs_layout_t lay)
+{
+    const size_t mb = 64, n = 64;
+    inst_t in = make(lay, FAKE_BASE, n * mb, mb, 6);
+    nbbs_cache_config_t cfg = { 4, 8, 64 };
+    size_t sz = nbbs_cache_size(&cfg);
+    char *ma = aalloc(NBBS_CACHE_ALIGN, sz), *mbm = aalloc(NBBS_CACHE_ALIGN, sz);
+    nbbs_cache_t *a = nbbs_cache_init(ma, sz, in.b, &cfg), *bc = nbbs_cache_init(mbm, sz, in.b, &cfg);
+    CHECK(a && bc);
+    char *blk[64];
+    for (size_t i = 0; i < n; i++) {
+        blk[i] = nbbs_cache_alloc(a, 0);
+        CHECK(blk[i] != NULL);
+    }
+    CHECK(nbbs_cache_alloc(a, 0) == NULL);
+    CHECK(nbbs_cache_alloc(bc, 0) == NULL);
+    CHECK(nbbs_alloc_order(in.b, 0) == NULL);
+    for (size_t i = 0; i < n; i++)
+        CHECK_EQ(nbbs_cache_free(a, blk[i]), 0);
+    nbbs_stats_t s = stats(in.b);
+    CHECK_EQ(s.cached_blocks, n);
+    CHECK_EQ(s.free_bytes, 0);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+
+    /* A plain allocation takes one of a's blocks; so does b's cache. */
+    char *x = nbbs_alloc_order(in.b, 0);
+    CHECK(x != NULL);
+    CHECK_EQ(nbbs_block_size(in.b, x), mb);
+    char *y = nbbs_cache_alloc(bc, 0);
+    CHECK(y != NULL && y != x);
+    CHECK_EQ(stats(in.b).cached_blocks, n - 2);
+    /* An order no cache holds a block of: every cached block goes back to
+     * the tree, which then has an order-5 block (the half without x, y?). */
+    char *h = nbbs_alloc_order(in.b, 5);
+    s = stats(in.b);
+    CHECK_EQ(s.cached_blocks, 0);
+    CHECK_EQ(h != NULL, ((uintptr_t)(x - FAKE_BASE) / (32 * mb)) == ((uintptr_t)(y - FAKE_BASE) / (32 * mb)));
+    if (h)
+        CHECK_EQ(nbbs_free(in.b, h), 0);
+    /* a's owner finds its entries gone and refills from the tree. */
+    char *z = nbbs_cache_alloc(a, 0);
+    CHECK(z != NULL && z != x && z != y);
+    CHECK_EQ(nbbs_cache_free(a, z), 0);
+    CHECK_EQ(nbbs_cache_free(bc, x), 0); /* a free on another cache than the allocation's */
+    CHECK_EQ(nbbs_cache_free(a, y), 0);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+
+    /* Exhaustion with blocks spread over both caches and the tree: NULL
+     * comes exactly when every block has been handed out. */
+    size_t got = 0;
+    for (;;) {
+        char *p = nbbs_cache_alloc(got % 2 ? a : bc, 0);
+        if (!p)
+            break;
+        CHECK_EQ(nbbs_block_size(in.b, p), mb);
+        blk[got++ % n] = p;
+    }
+    CHECK_EQ(got, n);
+    CHECK_EQ(stats(in.b).free_bytes, 0);
+    for (size_t i = 0; i < n; i++)
+        CHECK_EQ(nbbs_cache_free(i % 3 ? a : bc, blk[i]), 0);
+    /* The whole arena as one block, from caches holding all of it. */
+    char *all = nbbs_alloc_order(in.b, 6);
+    CHECK(all == FAKE_BASE);
+    CHECK_EQ(nbbs_free(in.b, all), 0);
+    char *o1 = nbbs_cache_alloc(a, 1);     /* a refill of order 1: 7 blocks cached */
+    CHECK(o1 != NULL);
+    s = stats(in.b);
+    CHECK_EQ(s.cached_blocks, 7);
+    CHECK_EQ(nbbs_reclaim_cached(in.b), 7);
+    CHECK_EQ(stats(in.b).cached_blocks, 0);
+    CHECK_EQ(nbbs_cache_drain(a), 0);      /* reclaimed already: nothing left to drain */
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    CHECK_EQ(nbbs_cache_free(bc, o1), 0);
+    CHECK_EQ(nbbs_cache_drain(bc), 1);
+    CHECK_EQ(stats(in.b).used_bytes, 0);
+    free(in.meta), free(ma), free(mbm);
+}
+
+/* ------------------------------------------------------------------------
+ * Concurrent stress
+ * ------------------------------------------------------------------------ */
+
+#define MAX_LIVE 24
+#define MAILBOX 32
+#define MAX_T 16
+
+typedef struct {
+    nbbs_t           *b;
+    char             *base;
+    size_t            min_block, arena;
+    unsigned          max_order;
+    _Atomic uint64_t *owner; /* per min_block: tag of the live block covering it, or 0 */
+    _Atomic(char *)   mailbox[MAILBOX];
+    _Atomic uint64_t  next_tag;
+    atomic_int        failed;
+    atomic_int        running;
+    long              ops;
+    nbbs_cache_t     *cache[MAX_T];
+} shared_t;
+
+typedef struct {
+    shared_t          *s;
+    unsigned           id;
+    unsigned long long rng;
+    long               allocs, nulls, drained;
+} worker_t;
+
+static void fail(shared_t *s, const char *what, void *p)
+{
+    if (atomic_fetch_add(&s->failed, 1) < 5)
+        fprintf(stderr, "cache stress: %s at %p\n", what, p);
+}
+
+static void take(shared_t *s, char *p, size_t size)
+{
+    uint64_t tag = atomic_fetch_add(&s->next_tag, 1) + 1;
+    size_t first = (size_t)(p - s->base) / s->min_block, n = size / s->min_block;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t zero = 0;
+        if (!atomic_compare_exchange_strong(&s->owner[first + i], &zero, tag)) {
+            fail(s, "overlap: block handed out while another live block covers it", p + i * s->min_block);
+            return;
+        }
+        memcpy(p + i * s->min_block, &tag, sizeof tag);
+    }
+    memcpy(p + size - sizeof tag, &tag, sizeof tag);
+}
+
+/* Check the tags, release the shadow map, then free through cache c (or
+ * nbbs_free when c is NULL). */
+static void give_back(shared_t *s, nbbs_cache_t *c, char *p)
+{
+    size_t size = nbbs_block_size(s->b, p);
+    if (size == 0) {
+        fail(s, "live block unknown to nbbs_block_size", p);
+        return;
+    }
+    size_t first = (size_t)(p - s->base) / s->min_block, n = size / s->min_block;
+    uint64_t tag, last;
+    memcpy(&tag, p, sizeof tag);
+    memcpy(&last, p + size - sizeof last, sizeof last);
+    if (last != tag)
+        fail(s, "block contents overwritten (last word)", p);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t t, expect = tag;
+        memcpy(&t, p + i * s->min_block, sizeof t);
+        if (t != tag || !atomic_compare_exchange_strong(&s->owner[first + i], &expect, 0)) {
+            fail(s, "block contents or shadow owner changed while live", p + i * s->min_block);
+            return;
+        }
+    }
+    if ((c ? nbbs_cache_free(c, p) : nbbs_free(s->b, p)) != 0)
+        fail(s, "free refused a live block", p);
+}
+
+static void *worker(void *arg)
+{
+    worker_t *w = arg;
+    shared_t *s = w->s;
+    nbbs_cache_t *c = s->cache[w->id];
+    char *live[MAX_LIVE];
+    int nlive = 0;
+    for (long i = 0; i < s->ops && !atomic_load(&s->failed); i++) {
+        unsigned long long r = rnd_next(&w->rng);
+        if (nlive < MAX_LIVE && (nlive == 0 || r % 100 < 55)) {
+            unsigned o = (unsigned)((r >> 8) % 16);
+            o = o < 8 ? 0 : o < 11 ? 1 : o < 13 ? 2 : o < 14 ? 3 : 4 + (unsigned)((r >> 16) % 3);
+            char *p = (r >> 24) % 8 ? nbbs_cache_alloc(c, o) : nbbs_alloc_order(s->b, o);
+            w->allocs++;
+            if (!p) {
+                w->nulls++;
+                continue;
+            }
+            if (nbbs_block_size(s->b, p) != s->min_block << o)
+                fail(s, "wrong block size", p);
+            take(s, p, s->min_block << o);
+            live[nlive++] = p;
+        } else if (r % 100 < 88) {
+            int k = (int)(rnd_next(&w->rng) % (unsigned)nlive);
+            give_back(s, (r >> 24) % 16 ? c : NULL, live[k]);
+            live[k] = live[--nlive];
+        } else if (r % 100 < 98) {
+            /* Hand a block to another thread: it will free it on its cache. */
+            int k = (int)(rnd_next(&w->rng) % (unsigned)nlive);
+            char *got = atomic_exchange(&s->mailbox[rnd_next(&w->rng) % MAILBOX], live[k]);
+            if (got)
+                live[k] = got;
+            else
+                live[k] = live[--nlive];
+        } else {
+            w->drained += (long)nbbs_cache_drain(c); /* the owner drains its own */
+        }
+    }
+    while (nlive)
+        give_back(s, c, live[--nlive]);
+    return NULL;
+}
+
+/* Returns every cached block to the tree, over and over, while the owners work. */
+static void *reclaimer(void *arg)
+{
+    worker_t *w = arg;
+    while (atomic_load(&w->s->running)) {
+        w->drained += (long)nbbs_reclaim_cached(w->s->b);
+        w->allocs++;
+    }
+    return NULL;
+}
+
+/* Racing frees of the same blocks through caches and nbbs_free. */
+#define RACE_N 1000
+static char *race_blocks[RACE_N];
+static atomic_int race_wins[RACE_N];
+typedef struct {
+    shared_t *s;
+    unsigned  id;
+} racer_t;
+
+static void *racer(void *arg)
+{
+    racer_t *r = arg;
+    nbbs_cache_t *c = r->id % 3 == 2 ? NULL : r->s->cache[r->id];
+    for (unsigned k = 0; k < RACE_N; k++) {
+        unsigned i = (r->id * 7919 + k) % RACE_N;
+        if (race_blocks[i] && (c ? nbbs_cache_free(c, race_blocks[i]) : nbbs_free(r->s->b, race_blocks[i])) == 0)
+            atomic_fetch_add(&race_wins[i], 1);
+    }
+    return NULL;
+}
+
+static void drain_all_caches(shared_t *s, unsigned nthreads)
+{
+    for (unsigned t = 0; t < nthreads; t++)
+        nbbs_cache_drain(s->cache[t]);
+}
+
+static void check_all_free(shared_t *s)
+{
+    CHECK_EQ(nbbs_validate(s->b), 0);
+    nbbs_stats_t st = stats(s->b);
+    CHECK_EQ(st.used_bytes, 0);
+    CHECK_EQ(st.cached_bytes, 0);
+    size_t max_block = s->min_block << s->max_order, n = 0;
+    while (nbbs_alloc_order(s->b, s->max_order) != NULL)
+        n++;
+    CHECK_EQ(n, s->arena / max_block); /* nothing lost: every max block whole again */
+    for (size_t i = 0; i < n; i++)
+        CHECK_EQ(nbbs_free(s->b, s->base + i * max_block), 0);
+}
+
+static void run(nbbs_layout_t lay, unsigned nthreads, long ops)
+{
+    static shared_t s;
+    size_t min_block = 64, arena = (size_t)64 << 10; /* 1024 frames: allocations run dry often */
+    unsigned max_order = 8;
+    char *base = mmap(NULL, arena, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(base != MAP_FAILED);
+    memset(&s, 0, sizeof s);
+    inst_t in = make(lay, base, arena, min_block, max_order);
+    s.b = in.b;
+    s.base = base, s.min_block = min_block, s.arena = arena, s.max_order = max_order, s.ops = ops;
+    s.owner = calloc(arena / min_block, sizeof *s.owner);
+    nbbs_cache_config_t cfg = { 4, 8, 32 };
+    size_t csz = nbbs_cache_size(&cfg);
+    void *cmem[MAX_T];
+    for (unsigned t = 0; t < nthreads; t++) {
+        cmem[t] = aalloc(NBBS_CACHE_ALIGN, csz);
+        s.cache[t] = nbbs_cache_init(cmem[t], csz, s.b, &cfg);
+        CHECK(s.cache[t] != NULL);
+    }
+
+    pthread_t th[MAX_T + 1];
+    worker_t w[MAX_T + 1];
+    atomic_store(&s.running, 1);
+    for (unsigned t = 0; t <= nthreads; t++) {
+        w[t] = (worker_t){ &s, t, 0x9E3779B97F4A7C15ull * (t + 1) + nthreads, 0, 0, 0 };
+        pthread_create(&th[t], NULL, t < nthreads ? worker : reclaimer, &w[t]);
+    }
+    long allocs = 0, nulls = 0, drained = 0;
+    for (unsigned t = 0; t < nthreads; t++) {
+        pthread_join(th[t], NULL);
+        allocs += w[t].allocs, nulls += w[t].nulls, drained += w[t].drained;
+    }
+    atomic_store(&s.running, 0);
+    pthread_join(th[nthreads], NULL);
+    for (int i = 0; i < MAILBOX; i++) {
+        char *p = atomic_exchange(&s.mailbox[i], NULL);
+        if (p)
+            give_back(&s, s.cache[i % nthreads], p);
+    }
+    CHECK_EQ(atomic_load(&s.failed), 0);
+    CHECK(nulls > 0); /* the arena ran dry: allocations had to look in caches */
+    CHECK_EQ(nbbs_validate(s.b), 0); /* with blocks still cached */
+
+    /* Quiescent exhaustion with the caches still holding blocks: NULL must
+     * come only once every block is out (order 0 through cache 0). */
+    nbbs_stats_t st = stats(s.b);
+    CHECK_EQ(st.used_bytes, st.cached_bytes);
+    size_t got = 0;
+    char **all = malloc(arena / min_block * sizeof *all);
+    for (char *p; (p = nbbs_cache_alloc(s.cache[0], 0)) != NULL;)
+        all[got++] = p;
+    CHECK_EQ(got, arena / min_block);
+    for (size_t i = 0; i < got; i++)
+        CHECK_EQ(nbbs_cache_free(s.cache[i % nthreads], all[i]), 0);
+    free(all);
+    drain_all_caches(&s, nthreads);
+    check_all_free(&s);
+    printf("cache stress %-5s %2u threads + reclaimer: %ld allocations (%ld NULL), %ld blocks drained, %ld reclaim sweeps, ok\n",
+           lay == NBBS_LAYOUT_TREE ? "tree" : "bunch", nthreads, allocs, nulls, drained, w[nthreads].allocs);
+
+    /* Racing frees: every thread frees every block, through its cache or
+     * nbbs_free; exactly one free of each block succeeds. */
+    for (unsigned i = 0; i < RACE_N; i++) {
+        race_blocks[i] = nbbs_alloc_order(s.b, i % 3 ? 0 : 1);
+        atomic_store(&race_wins[i], 0);
+    }
+    racer_t rc[MAX_T];
+    for (unsigned t = 0; t < nthreads; t++) {
+        rc[t] = (racer_t){ &s, t };
+        pthread_create(&th[t], NULL, racer, &rc[t]);
+    }
+    for (unsigned t = 0; t < nthreads; t++)
+        pthread_join(th[t], NULL);
+    int bad = 0, held = 0;
+    for (unsigned i = 0; i < RACE_N; i++) {
+        held += race_blocks[i] != NULL;
+        bad += race_blocks[i] && atomic_load(&race_wins[i]) != 1;
+    }
+    CHECK(held > 0);
+    CHECK_EQ(bad, 0);
+    drain_all_caches(&s, nthreads);
+    check_all_free(&s);
+
+    free(in.meta);
+    for (unsigned t = 0; t < nthreads; t++)
+        free(cmem[t]);
+    free(s.owner);
+    munmap(base, arena);
+}
+
+int main(int argc, char **argv)
+{
+    long ops = argc > 1 ? strtol(argv[1], NULL, 0) : 100000;
+    unsigned nt = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 0) : 4;
+    if (nt < 1 || nt > MAX_T)
+        nt = 4;
+    test_config();
+    for (int l = 0; l < 2; l++) {
+        test_init(layouts[l]);
+        test_alloc_free(layouts[l]);
+        test_capacity(layouts[l]);
+        test_pressure(layouts[l]);
+    }
+    printf("api: %d passed, %d failed\n", check_passed, check_failed);
+    for (int l = 0; l < 2; l++)
+        run(layouts[l], nt, ops);
+    TEST_MAIN_END();
+}
