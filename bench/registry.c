@@ -7,10 +7,10 @@
 #include "bench.h"
 
 extern const bench_allocator_t bench_alloc_nbbs_tree, bench_alloc_nbbs_bunch, bench_alloc_tree_sl,
-    bench_alloc_bunch_sl, bench_alloc_lists_sl, bench_alloc_malloc;
+    bench_alloc_bunch_sl, bench_alloc_lists_sl, bench_alloc_malloc, bench_alloc_nbbs_cache;
 
 const bench_allocator_t *const bench_allocators[] = {
-    &bench_alloc_nbbs_tree, &bench_alloc_nbbs_bunch, &bench_alloc_tree_sl, &bench_alloc_bunch_sl,
+    &bench_alloc_nbbs_tree, &bench_alloc_nbbs_bunch, &bench_alloc_nbbs_cache, &bench_alloc_tree_sl, &bench_alloc_bunch_sl,
     &bench_alloc_lists_sl, &bench_alloc_malloc, NULL,
 };
 
