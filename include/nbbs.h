@@ -22,7 +22,8 @@
  * Concurrency contract: nbbs_alloc, nbbs_alloc_order, nbbs_free and
  * nbbs_block_size may be called from any number of threads at once on the
  * same instance, and never block or sleep (no lock, no allocation, no
- * system call). Memory ordering, per operation:
+ * system call); so may the frame caches' functions, each cache used by one
+ * owner at a time (see "Per-CPU frame caches" below). Memory ordering, per operation:
  *  - nbbs_free releases and a successful nbbs_alloc / nbbs_alloc_order
  *    acquires: every write the previous owner of any part of a block made
  *    before freeing it happens before the next owner's accesses.
@@ -113,11 +114,16 @@ void nbbs_destroy(nbbs_t *b);
  * served as one min_block). Returns its address, or NULL if size exceeds the
  * max block or no block of that order could be taken.
  *
+ * Blocks held by frame caches (nbbs_cache_*) count as free: when the tree
+ * has no block of that order, the call takes one of that order from a cache,
+ * else returns every cached block to the tree and scans it once more.
+ *
  * When NULL is returned under concurrency, every block of that order was
  * seen not allocatable at some moment of the call (allocated, or inside or
- * around a block that was); a block freed while the scan had already passed
- * it may be missed. With no other operation in flight, NULL means exactly
- * that no free block of that order exists. */
+ * around a block that was), and then no cache was seen holding one; a block
+ * freed (or cached, or moved inside its cache) while the scan had already
+ * passed it may be missed. With no other operation in flight, NULL means
+ * exactly that no free block of that order exists, cached blocks included. */
 void *nbbs_alloc(nbbs_t *b, size_t size);
 
 /* Allocates a block of min_block << order bytes; as nbbs_alloc. Returns NULL
@@ -126,13 +132,14 @@ void *nbbs_alloc_order(nbbs_t *b, unsigned order);
 
 /* Releases the block that starts at p. Returns 0, or NBBS_EINVAL and changes
  * nothing if p is not the start of a live block: outside the arena, not
- * aligned to min_block, inside a block, never allocated, or already freed. Of
- * two concurrent frees of the same block exactly one returns 0.
+ * aligned to min_block, inside a block, never allocated, already freed, or
+ * held by a frame cache (freed through nbbs_cache_free). Of two concurrent
+ * frees of the same block (here or through caches) exactly one returns 0.
  * nbbs_free(b, NULL) returns 0. */
 int nbbs_free(nbbs_t *b, void *p);
 
 /* Size in bytes of the live block that starts at p, or 0 if p is not the
- * start of a live block. */
+ * start of a live block (a block held by a frame cache is not live). */
 size_t nbbs_block_size(const nbbs_t *b, const void *p);
 
 /* ------------------------------------------------------------------------
