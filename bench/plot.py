@@ -23,10 +23,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-ALLOC_ORDER = ["nbbs-tree", "nbbs-bunch", "tree-sl", "bunch-sl", "lists-sl", "malloc"]
+ALLOC_ORDER = ["nbbs-tree", "nbbs-bunch", "nbbs-cache", "tree-sl", "bunch-sl", "lists-sl", "malloc"]
 STYLE = {
     "nbbs-tree": dict(color="tab:blue", marker="o", ls="-"),
     "nbbs-bunch": dict(color="tab:green", marker="s", ls="-"),
+    "nbbs-cache": dict(color="tab:olive", marker="P", ls="-"),
     "tree-sl": dict(color="tab:blue", marker="o", ls="--", mfc="none"),
     "bunch-sl": dict(color="tab:green", marker="s", ls="--", mfc="none"),
     "lists-sl": dict(color="tab:red", marker="^", ls=":"),
