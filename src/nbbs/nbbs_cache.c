@@ -79,17 +79,18 @@ static inline bool claim(const nbbs_t *b, uint64_t leaf, unsigned order, uint8_t
     return nb_cas_u8(&b->index[leaf], &want, v);
 }
 
-/* Claim a cached block and give it back to the tree. */
-static bool give_back(const nbbs_t *b, uint64_t leaf, unsigned order)
+/* Claim a cached block and give it back to the tree: through nbbs_free, so
+ * that a drained block is released exactly as any other (hint cell, and
+ * whatever else the placement learns from a free), at the price of one more
+ * CAS on the index byte per drained block. Between the two CAS the block
+ * looks live: a double free by the user racing exactly then returns 0 and
+ * ours fails, so the block is still released once, but that double free
+ * goes unreported. */
+static bool give_back(nbbs_t *b, uint64_t leaf, unsigned order)
 {
-    if (leaf >= b->nleaves || !claim(b, leaf, order, 0))
+    if (leaf >= b->nleaves || !claim(b, leaf, order, (uint8_t)(order + 1u)))
         return false;
-    unsigned r = b->max_order - order;
-    if (nbbs__is_bunch(b))
-        nbbs__bunch_release(b, r, leaf >> order);
-    else
-        nbbs__tree_release(b, r, leaf >> order);
-    return true;
+    return nbbs_free(b, addr_of(b, leaf)) == 0;
 }
 
 nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cache_config_t *cfg)

@@ -55,6 +55,7 @@ _Static_assert(NBBS_HINT_STRIDE * 8 == 64 && (NBBS_HINTS & (NBBS_HINTS - 1)) == 
 
 struct nbbs {
     uint64_t  magic;
+    NBBS_ATOMIC(uint64_t) caches; /* attached frame caches: a push-only list (nbbs_cache.c) */
     uintptr_t base;
     size_t    arena_size;
     size_t    min_block;
@@ -77,9 +78,7 @@ struct nbbs {
     uint64_t  tree_words;                /* words per tree */
     NBBS_ATOMIC(uint64_t) *hints; /* NBBS_HINTS cells, NBBS_HINT_STRIDE apart */
     void                  *words; /* NBBS_ATOMIC(uint8_t)[] (TREE) or (uint64_t)[] (BUNCH) */
-    NBBS_ATOMIC(uint8_t)  *index; /* per leaf: order + 1 of the live block starting there, or 0;
-                                    | NBBS_IDX_CACHED while a frame cache holds it */
-    NBBS_ATOMIC(uint64_t)  caches;/* attached frame caches: a push-only list (nbbs_cache.c) */
+    NBBS_ATOMIC(uint8_t)  *index; /* per leaf: order + 1 of the live block starting there, or 0 */
 };
 
 /* Geometry of a configuration, computed without touching memory. */
