@@ -110,6 +110,16 @@ static inline void nb_own_store(NBBS_ATOMIC(uint64_t) *p, uint64_t v)
     nbbs_atomic_store(p, v, NBBS_MO_RELAXED);
 }
 
+/* The head of an instance's list of frame caches: changed only by
+ * nbbs_cache_init (a CAS), read on the pressure path of every allocation
+ * that found the tree empty. seq_cst (a plain load on x86-64 and arm64) but
+ * not observed, so the interleaving explorer's schedules of scenarios that
+ * use no cache stay what they were. */
+static inline uint64_t nb_list_load(NBBS_ATOMIC(uint64_t) *p)
+{
+    return nbbs_atomic_load(p, NBBS_MO_SEQ_CST);
+}
+
 /* Initialisation only (no other thread can see the metadata yet): a relaxed
  * store, which the compiler will not fuse into a call to memset. */
 #define nb_init_store(p, v) nbbs_atomic_store((p), (v), NBBS_MO_RELAXED)

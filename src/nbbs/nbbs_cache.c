@@ -103,7 +103,7 @@ nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cach
     if (((uintptr_t)mem & (NBBS_CACHE_ALIGN - 1)) || size < g.size || g.orders == 0 ||
         g.orders > b->max_order + 1)
         return NULL;
-    uint64_t head = nb_load_u64(&b->caches);
+    uint64_t head = nb_list_load(&b->caches);
     for (uint64_t x = head; x; x = nb_own_load(&cache_of(x)->next))
         if (cache_of(x) == (nbbs_cache_t *)mem)
             return NULL; /* attached already: a second push would make the list a cycle */
@@ -245,7 +245,7 @@ size_t nbbs_reclaim_cached(nbbs_t *b)
     if (!b)
         return 0;
     size_t done = 0;
-    for (uint64_t x = nb_load_u64(&b->caches); x; x = nb_own_load(&cache_of(x)->next)) {
+    for (uint64_t x = nb_list_load(&b->caches); x; x = nb_own_load(&cache_of(x)->next)) {
         nbbs_cache_t *c = cache_of(x);
         for (unsigned k = 0; k < c->orders; k++) {
             NBBS_ATOMIC(uint64_t) *s = stack_of(c, k);
@@ -261,7 +261,7 @@ size_t nbbs_reclaim_cached(nbbs_t *b)
 
 void *nbbs__reclaim(nbbs_t *b, unsigned order)
 {
-    uint64_t head = nb_load_u64(&b->caches);
+    uint64_t head = nb_list_load(&b->caches);
     if (!head)
         return NULL; /* no cache: the tree's answer stands */
     /* 1. A cached block of exactly this order, from any cache: one CAS. */
