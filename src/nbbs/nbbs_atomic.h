@@ -100,14 +100,18 @@ static inline void nb_hint_store(NBBS_ATOMIC(uint64_t) *p, uint64_t v)
 
 /* Frame-cache stacks (nbbs_cache.c): words written only by the cache's owner
  * and read by other threads only as hints (a block named there is taken only
- * by a CAS on its index byte, which decides), so relaxed, not observed. */
+ * by a CAS on its index byte, which decides), so relaxed. Observed, so the
+ * explorer interleaves a thief's reads with the owner's pushes and pops. */
 static inline uint64_t nb_own_load(NBBS_ATOMIC(uint64_t) *p)
 {
+    NB_HOOK(NBBS_OP_LOAD, p, NBBS_HOOK_BEFORE);
     return nbbs_atomic_load(p, NBBS_MO_RELAXED);
 }
 static inline void nb_own_store(NBBS_ATOMIC(uint64_t) *p, uint64_t v)
 {
+    NB_HOOK(NBBS_OP_STORE, p, NBBS_HOOK_BEFORE);
     nbbs_atomic_store(p, v, NBBS_MO_RELAXED);
+    NB_HOOK(NBBS_OP_STORE, p, NBBS_HOOK_OK);
 }
 
 /* The head of an instance's list of frame caches: changed only by

@@ -76,21 +76,26 @@ static inline void *addr_of(const nbbs_t *b, uint64_t leaf)
 static inline bool claim(const nbbs_t *b, uint64_t leaf, unsigned order, uint8_t v)
 {
     uint8_t want = (uint8_t)((order + 1u) | NBBS_IDX_CACHED);
+    /* Look first: a stale entry costs a load, not a failed locked CAS, and a
+     * CAS that fails then failed because another thread took the block
+     * between the two (the explorer checks exactly that of every CAS). */
+    if (nb_load_u8(&b->index[leaf]) != want)
+        return false;
     return nb_cas_u8(&b->index[leaf], &want, v);
 }
 
-/* Claim a cached block and give it back to the tree: through nbbs_free, so
- * that a drained block is released exactly as any other (hint cell, and
- * whatever else the placement learns from a free), at the price of one more
- * CAS on the index byte per drained block. Between the two CAS the block
- * looks live: a double free by the user racing exactly then returns 0 and
- * ours fails, so the block is still released once, but that double free
- * goes unreported. */
+/* Claim a cached block and give it back to the tree. The claim takes the
+ * index entry straight from "cached" to 0, so the block never looks live on
+ * its way back (a double free of it is refused throughout: the explorer's
+ * cache-dfree-tree found the window an intermediate live value opened), and
+ * the rest is nbbs_free's own (hint cell, release, whatever else a free
+ * records for the placement). */
 static bool give_back(nbbs_t *b, uint64_t leaf, unsigned order)
 {
-    if (leaf >= b->nleaves || !claim(b, leaf, order, (uint8_t)(order + 1u)))
+    if (leaf >= b->nleaves || !claim(b, leaf, order, 0))
         return false;
-    return nbbs_free(b, addr_of(b, leaf)) == 0;
+    nbbs__free_leaf(b, leaf, order);
+    return true;
 }
 
 nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cache_config_t *cfg)

@@ -113,6 +113,10 @@ static inline void *nbbs__tree_or_bunch_alloc(nbbs_t *b, unsigned order)
  * and scan once more. NULL if that finds none either (nbbs_cache.c). */
 void *nbbs__reclaim(nbbs_t *b, unsigned order);
 
+/* nbbs_free after its CAS took the index entry of the block at leaf to 0:
+ * the hint, the tree's release (nbbs_alloc.c). */
+void nbbs__free_leaf(nbbs_t *b, uint64_t leaf, unsigned order);
+
 /* The calling context's hint cell. Where the platform names the running CPU
  * (NBBS_CPU_ID: the kernel), the CPU's own cell. Elsewhere a hash of the
  * stack address: thread stacks are far more than 64 KiB apart, and a thread's

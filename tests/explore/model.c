@@ -7,6 +7,14 @@
  *   FJ  free pre-allocated block J (two threads may race on it)
  *   iJ  free a pointer inside pre-allocated block J (must be refused)
  *   x   free a pointer outside the arena;  u  free a misaligned pointer
+ *   cK  allocate order K through the thread's own frame cache (an own block)
+ *   gJ  free own block J through the thread's cache; GJ: pre-allocated block J
+ *   d   drain the thread's cache;  r  nbbs_reclaim_cached (every cache)
+ * Scenarios that use c, g, G, d or r give each thread a cache (orders 0..1,
+ * batch 2, capacity 2: refills, full stacks and stale entries come quickly).
+ * A block in a cache is free for the model: a NULL with nothing else in
+ * flight while a cache holds a block of that order (or blocks that make one)
+ * is a failure.
  * Each call is bracketed by two model points (scheduling points of their
  * own), where the model learns that the call began and what it returned.
  *
@@ -80,6 +88,28 @@ const ex_scenario_t ex_scenarios[] = {
       NBBS_LAYOUT_TREE, 2, 1, "0@0 0@1 1@1", { "F0", "F0", "F1 x", "i2 u" }, NULL, false, NULL },
     { "dfree-bunch", "as dfree-tree, bunch of depth 5",
       NBBS_LAYOUT_BUNCH, 5, 1, "0@0 0@1 1@1 4@1", { "F0", "F0", "F1 x", "i2 u i3" }, NULL, false, NULL },
+
+    /* Frame caches (nbbs_cache.c): claims by CAS on the index byte racing.
+     * Every thread that uses a cache drains it last ('d'): with a block still
+     * live at the end, the end's nbbs_validate is not exact even without
+     * caches (a release's COAL mark can stay above a block allocated beside
+     * it while it lives; it is cleared when that block is freed). */
+    { "cache-steal-tree", "a plain allocation steals the block the owner's refill cached (depth 2)",
+      NBBS_LAYOUT_TREE, 2, 1, "1@1", { "c0 g0 d", "a0 f0" }, "0 1", false, NULL },
+    { "cache-pop-tree", "the owner pops and re-caches while a plain allocation steals (depth 2)",
+      NBBS_LAYOUT_TREE, 2, 1, "1@1", { "c0 g0 c0 g1 d", "a0 f0" }, "0 1", false, NULL },
+    { "cache-steal-bunch", "as cache-pop-tree in one bunch word (depth 3)",
+      NBBS_LAYOUT_BUNCH, 3, 1, "2@1 1@1", { "c0 g0 c0 g1 d", "a0 a0 f1 f0" }, "0 1", false, NULL },
+    { "cache-reclaim-bunch", "an order-1 allocation under pressure reclaims a full cache while its owner drains",
+      NBBS_LAYOUT_BUNCH, 3, 1, "2@1 1@1", { "c0 c0 g0 g1 d", "a1 f0" }, "0 1", false, NULL },
+    { "cache-dfree-tree", "double frees through two caches and nbbs_free racing; reclaim meanwhile",
+      NBBS_LAYOUT_TREE, 2, 1, "0@0 0@1 1@1", { "G0 G1 d", "G0 F1 d", "F0 r" }, NULL, false, NULL },
+    { "pct-cache-tree-d3", "4 threads with caches, steals and drains, depth 3",
+      NBBS_LAYOUT_TREE, 3, 1, "", { "c0 c1 g0 g1 c0 g2 d", "c0 c0 g1 g0 d", "a2 a0 f0 f1 a1 f2", "c1 r c0 g0 g1 d" },
+      NULL, false, NULL },
+    { "pct-cache-bunch-d5", "4 threads with caches, orders 0-3, bunch of depth 5 (two rows)",
+      NBBS_LAYOUT_BUNCH, 5, 1, "3@3", { "c0 c1 g0 g1 c0 g2 d", "c0 c0 g1 g0 d", "a3 a2 f0 f1 a4 f2", "c1 r c0 g0 g1 d" },
+      NULL, false, NULL },
     { NULL, NULL, 0, 0, 0, NULL, { NULL }, NULL, false, NULL },
 };
 
@@ -136,6 +166,9 @@ static unsigned  nblocks;
 static mthread_t mth[EX_MAX_THREADS];
 static unsigned  nth;
 static int       model_word; /* the address of model points */
+#define CACHE_BYTES 512
+static _Alignas(NBBS_CACHE_ALIGN) unsigned char cache_mem[EX_MAX_THREADS][CACHE_BYTES];
+static nbbs_cache_t *caches[EX_MAX_THREADS]; /* per thread, when the scenario uses caches */
 
 /* ---- reading the node state -------------------------------------------------- */
 
@@ -243,9 +276,9 @@ static void op_begin(int t, const op_t *op)
     m->concurrent = false;
     m->blocked = 0;
     m->freeing = -1;
-    if (op->kind == 'f' && m->own[op->arg] >= 0)
+    if ((op->kind == 'f' || op->kind == 'g') && m->own[op->arg] >= 0)
         m->freeing = m->own[op->arg];
-    else if (op->kind == 'F')
+    else if (op->kind == 'F' || op->kind == 'G')
         m->freeing = (int)op->arg;
     if (m->freeing >= 0) {
         mblock_t *bl = &blocks[m->freeing];
@@ -258,7 +291,7 @@ static void op_begin(int t, const op_t *op)
 static void free_done(int t, const op_t *op, int rc)
 {
     mthread_t *m = &mth[t];
-    if (op->kind == 'f' || op->kind == 'F') {
+    if (op->kind == 'f' || op->kind == 'F' || op->kind == 'g' || op->kind == 'G') {
         if (m->freeing < 0) { /* free(NULL) of a failed allocation */
             if (rc != 0)
                 ex_fail("thread %d: nbbs_free(NULL) returned %d", t, rc);
@@ -269,7 +302,7 @@ static void free_done(int t, const op_t *op, int rc)
             if (++bl->wins > 1)
                 ex_fail("S2: two frees of the block at %#lx both returned 0", (unsigned long)bl->addr);
             bl->state = B_FREE;
-        } else if (rc != NBBS_EINVAL || op->kind == 'f') {
+        } else if (rc != NBBS_EINVAL || op->kind == 'f' || op->kind == 'g') {
             ex_fail("S2: thread %d: free of its live block at %#lx returned %d", t, (unsigned long)bl->addr, rc);
         }
     } else if (rc != NBBS_EINVAL) {
@@ -293,20 +326,27 @@ static void thread_body(int t)
         const op_t *op = &m->ops[i];
         sched_point(EX_OP_MODEL, &model_word);
         op_begin(t, op);
-        if (op->kind == 'a') {
-            void *p = nbbs_alloc_order(inst, op->arg);
+        if (op->kind == 'a' || op->kind == 'c') {
+            void *p = op->kind == 'a' ? nbbs_alloc_order(inst, op->arg) : nbbs_cache_alloc(caches[t], op->arg);
             sched_point(EX_OP_MODEL, &model_word);
             m->inflight = false;
             alloc_done(t, op->arg, p);
+        } else if (op->kind == 'd' || op->kind == 'r') {
+            if (op->kind == 'd')
+                nbbs_cache_drain(caches[t]);
+            else
+                nbbs_reclaim_cached(inst);
+            sched_point(EX_OP_MODEL, &model_word);
+            m->inflight = false;
         } else {
             void *p;
-            if (op->kind == 'f')
+            if (op->kind == 'f' || op->kind == 'g')
                 p = m->own[op->arg] >= 0 ? (void *)blocks[m->own[op->arg]].addr : NULL;
-            else if (op->kind == 'F')
+            else if (op->kind == 'F' || op->kind == 'G')
                 p = (void *)blocks[op->arg].addr;
             else
                 p = bad_pointer(op);
-            int rc = nbbs_free(inst, p);
+            int rc = op->kind == 'g' || op->kind == 'G' ? nbbs_cache_free(caches[t], p) : nbbs_free(inst, p);
             sched_point(EX_OP_MODEL, &model_word);
             m->inflight = false;
             free_done(t, op, rc);
@@ -355,7 +395,7 @@ static void check_step(void)
     /* Positions each allocation in flight has seen not allocatable so far. */
     for (unsigned t = 0; t < nth; t++) {
         mthread_t *m = &mth[t];
-        if (!m->inflight || m->kind != 'a')
+        if (!m->inflight || (m->kind != 'a' && m->kind != 'c'))
             continue;
         unsigned r = scn->max_order - m->order;
         uint64_t n = (uint64_t)scn->ntrees << r;
@@ -437,16 +477,17 @@ static void parse(const ex_scenario_t *s)
             if (!*p)
                 break;
             op_t op = { *p++, 0 };
-            if (op.kind != 'x' && op.kind != 'u')
+            if (op.kind != 'x' && op.kind != 'u' && op.kind != 'd' && op.kind != 'r')
                 op.arg = (unsigned)strtoul(p, (char **)&p, 10);
             m->ops[m->nops++] = op;
-            if (op.kind == 'a')
+            if (op.kind == 'a' || op.kind == 'c')
                 nalloc++;
-            if (op.kind == 'f' && (op.arg >= nalloc || (freed >> op.arg & 1))) {
-                fprintf(stderr, "scenario %s, thread %u: f%u frees no block of its own\n", s->name, t, op.arg);
+            bool own_free = op.kind == 'f' || op.kind == 'g';
+            if (own_free && (op.arg >= nalloc || (freed >> op.arg & 1))) {
+                fprintf(stderr, "scenario %s, thread %u: %c%u frees no block of its own\n", s->name, t, op.kind, op.arg);
                 exit(2);
             }
-            if (op.kind == 'f')
+            if (own_free)
                 freed |= 1u << op.arg;
         }
     }
@@ -476,6 +517,16 @@ static bool setup(const ex_scenario_t *s)
         blocks[nblocks++] = (mblock_t){ ARENA_BASE + ((uintptr_t)pos * MIN_BLOCK << order), order, B_LIVE, true, 0, 0 };
     }
     parse(s);
+    /* Caches, if any thread uses one: attached to this run's fresh instance. */
+    bool uses = false;
+    for (unsigned t = 0; t < nth; t++)
+        uses |= strpbrk(s->prog[t], "cgGdr") != NULL;
+    nbbs_cache_config_t ccfg = { 2, 2, 2 };
+    if (nbbs_cache_size(&ccfg) > CACHE_BYTES)
+        return false;
+    for (unsigned t = 0; t < nth; t++)
+        if (!(caches[t] = uses ? nbbs_cache_init(cache_mem[t], CACHE_BYTES, inst, &ccfg) : NULL) && uses)
+            return false;
     return true;
 }
 
