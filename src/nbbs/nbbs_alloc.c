@@ -46,6 +46,8 @@ int nbbs_free(nbbs_t *b, void *p)
         nbbs__bunch_release(b, r, leaf >> order);
     else
         nbbs__tree_release(b, r, leaf >> order);
+    if (order < b->group_order) /* a hole in a group: placement fills those first */
+        nbbs__hole_mark(b, leaf);
     return 0;
 }
 
