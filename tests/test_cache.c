@@ -53,7 +53,7 @@ typedef struct {
 
 static inst_t make(nbbs_layout_t lay, char *base, size_t arena, size_t min_block, unsigned max_order)
 {
-    nbbs_config_t c = { min_block, max_order, lay };
+    nbbs_config_t c = { .min_block = min_block, .max_order = max_order, .layout = lay };
     inst_t in;
     in.meta_size = nbbs_meta_size(arena, &c);
     CHECK(in.meta_size > 0);
