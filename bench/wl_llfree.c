@@ -35,7 +35,9 @@ const bench_workload_t bench_wl_bulk = {
     .help = "all threads allocate every --order block (arena full), barrier, free all in reverse; alloc and free ns/op apart (quick 5 rounds, paper 10)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_ORDER, .metric = "alloc_ns,free_ns",
     .scale = llf_scale, .thread = bulk_thread,
+    .group = "llfree",
 };
+BENCH_WORKLOAD(bench_wl_bulk);
 
 /* --- repeat: alloc+free of the same frame on a half-full arena --- */
 
@@ -68,7 +70,9 @@ const bench_workload_t bench_wl_repeat = {
     .help = "arena half full (packed), then each thread allocs and frees one --order block, ops/T times (quick 100k, paper 5M)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_ORDER, .metric = "pair_ns",
     .scale = llf_scale, .thread = repeat_thread,
+    .group = "llfree",
 };
+BENCH_WORKLOAD(bench_wl_repeat);
 
 /* --- rand: allocate, shuffle across threads, free (cross-thread frees) --- */
 
@@ -138,4 +142,6 @@ const bench_workload_t bench_wl_rand = {
     .help = "all threads allocate every --order block, one thread shuffles them, each frees a slice (mostly others' blocks); alloc and free ns/op",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_ORDER, .metric = "alloc_ns,free_ns",
     .scale = llf_scale, .setup = rand_setup, .teardown = rand_teardown, .thread = rand_thread,
+    .group = "llfree",
 };
+BENCH_WORKLOAD(bench_wl_rand);

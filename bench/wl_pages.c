@@ -76,7 +76,9 @@ const bench_workload_t bench_wl_cached = {
     .help = "each thread: alloc+free one block of --order in a tight loop on an empty arena, ops/T times (quick 1M, paper 20M)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_ORDER, .malloc_ok = 1, .metric = "pair_ns",
     .scale = cached_scale, .thread = cached_thread,
+    .group = "page",
 };
+BENCH_WORKLOAD(bench_wl_cached);
 
 /* --- alloc-seq / free-seq: each thread its equal share of all blocks --- */
 
@@ -127,14 +129,18 @@ const bench_workload_t bench_wl_alloc_seq = {
     .help = "each thread allocates its equal share of all --order blocks (arena full), then frees them; alloc ns/op (quick 5 rounds, paper 10)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_ORDER, .metric = "alloc_ns",
     .scale = seq_scale, .thread = seq_thread,
+    .group = "page",
 };
+BENCH_WORKLOAD(bench_wl_alloc_seq);
 
 const bench_workload_t bench_wl_free_seq = {
     .name = "free-seq", .source = "kernel page-frame NBBS bench (seed 001), scenario 3",
     .help = "as alloc-seq, reporting the free phase (blocks freed in allocation order); free ns/op",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_ORDER, .metric = "free_ns",
     .scale = seq_scale, .thread = seq_thread,
+    .group = "page",
 };
+BENCH_WORKLOAD(bench_wl_free_seq);
 
 /* --- alloc-rnd / free-rnd: random orders until the arena is full --- */
 
@@ -185,14 +191,18 @@ const bench_workload_t bench_wl_alloc_rnd = {
     .help = "threads race allocating random orders (P(k)=2^-(k+1)) until the arena is full, then free; alloc ns/op",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_NONE, .metric = "alloc_ns",
     .scale = seq_scale, .thread = rnd_thread,
+    .group = "page",
 };
+BENCH_WORKLOAD(bench_wl_alloc_rnd);
 
 const bench_workload_t bench_wl_free_rnd = {
     .name = "free-rnd", .source = "kernel page-frame NBBS bench (seed 001), scenario 4",
     .help = "as alloc-rnd; after all threads filled, each frees its own blocks in random order; free ns/op",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_NONE, .metric = "free_ns",
     .scale = seq_scale, .thread = rnd_thread,
+    .group = "page",
 };
+BENCH_WORKLOAD(bench_wl_free_rnd);
 
 /* --- stress: fill to 95%, drain to 5%, repeat for a duration --- */
 
@@ -254,7 +264,9 @@ const bench_workload_t bench_wl_stress = {
     .help = "each thread fills its 1/T of the arena to 95% with random orders, frees random blocks down to 5%, repeats for a duration (quick 0.2 s, paper 5 s)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_NONE, .metric = "ops_per_s",
     .scale = stress_scale, .thread = stress_thread,
+    .group = "page",
 };
+BENCH_WORKLOAD(bench_wl_stress);
 
 /* --- fill-cost: alloc+free pair cost at a given occupancy --- */
 
@@ -301,4 +313,6 @@ const bench_workload_t bench_wl_fill_cost = {
     .help = "fill the arena to --fill % with scattered order-0 frames, then time alloc+free pairs of order 0 (quick 500k, paper 4M pairs)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_FILL, .metric = "pair_ns",
     .scale = fill_scale, .thread = fill_thread,
+    .group = "page",
 };
+BENCH_WORKLOAD(bench_wl_fill_cost);

@@ -20,7 +20,6 @@
  * then checks the list (sorted, and its size equals the initial size plus
  * successful inserts minus successful deletes) and exits 1 if it is not.
  */
-#define _GNU_SOURCE
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
