@@ -2,6 +2,9 @@
 """Turns nbbs-bench JSON into PNG plots and a Markdown report.
 
 Reads every file nbbs-bench and bench/run.sh leave in the results directory:
+  workloads.json       `nbbs-bench --list --json`: the workloads (group, plot
+                       kind, metrics) and allocators (lock-free, twin, baseline);
+                       nothing below names a workload or an allocator
   main-<scale>.json    the main suite (one per scale that was run)
   backend-*.json       the back-end targets (cached, fill-cost)
   count.json           the counting build (atomic operations)
@@ -23,15 +26,61 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-ALLOC_ORDER = ["nbbs-tree", "nbbs-bunch", "tree-sl", "bunch-sl", "lists-sl", "malloc"]
-STYLE = {
-    "nbbs-tree": dict(color="tab:blue", marker="o", ls="-"),
-    "nbbs-bunch": dict(color="tab:green", marker="s", ls="-"),
-    "tree-sl": dict(color="tab:blue", marker="o", ls="--", mfc="none"),
-    "bunch-sl": dict(color="tab:green", marker="s", ls="--", mfc="none"),
-    "lists-sl": dict(color="tab:red", marker="^", ls=":"),
-    "malloc": dict(color="tab:gray", marker="x", ls="-."),
-}
+# Filled from workloads.json by discover(): allocators in the registry's
+# order, their plot style, the pairs the report compares, the workloads.
+ALLOC_ORDER = []
+STYLE = {}
+TWINS = []    # (lock-free, its locked twin)
+COMPARE = []  # TWINS, then every lock-free allocator against each baseline
+WORKLOADS = {}
+PALETTE = ["tab:blue", "tab:green", "tab:purple", "tab:orange", "tab:cyan", "tab:olive", "tab:pink"]
+MARKERS = "osDvP*<>"
+
+
+def discover(outdir, docs):
+    """Reads the suite's own description; falls back to the names in the results."""
+    global ALLOC_ORDER, STYLE, TWINS, COMPARE, WORKLOADS
+    path = os.path.join(outdir, "workloads.json")
+    if os.path.exists(path):
+        lst = load(path)
+    else:  # results from before workloads.json: describe what they hold
+        names = []
+        for d in docs:
+            for r in d["results"]:
+                if r["allocator"] not in names:
+                    names.append(r["allocator"])
+        lst = {"workloads": [], "allocators": [dict(name=n, lockfree=int(n.startswith("nbbs-")),
+                                                    malloc=int(n == "malloc"), baseline=0, twin_of=None)
+                                               for n in names]}
+    WORKLOADS = {w["name"]: w for w in lst["workloads"]}
+    allocs = lst["allocators"]
+    ALLOC_ORDER = [a["name"] for a in allocs]
+    lockfree = [a["name"] for a in allocs if a["lockfree"]]
+    STYLE = {}
+    for i, n in enumerate(lockfree):  # ours: solid lines
+        STYLE[n] = dict(color=PALETTE[i % len(PALETTE)], marker=MARKERS[i % len(MARKERS)], ls="-")
+    TWINS = []
+    others = 0
+    for a in allocs:
+        n = a["name"]
+        if a["lockfree"]:
+            continue
+        if a.get("twin_of") in STYLE:  # a locked twin: its lock-free sibling's colour, dashed
+            STYLE[n] = dict(STYLE[a["twin_of"]], ls="--", mfc="none")
+            TWINS.append((a["twin_of"], n))
+        elif a.get("malloc"):
+            STYLE[n] = dict(color="tab:gray", marker="x", ls="-.")
+        else:
+            STYLE[n] = dict(color=["tab:red", "tab:brown"][others % 2], marker="^v"[others % 2], ls=":")
+            others += 1
+    COMPARE = list(TWINS)
+    for a in allocs:
+        if a.get("baseline"):
+            COMPARE.extend((n, a["name"]) for n in lockfree)
+
+
+def wl_info(name):
+    return WORKLOADS.get(name, {"group": "other", "plot": "threads"})
 METRIC = {  # key in summary, axis label, unit scale, lower is better
     "time_s": ("wall_s", "execution time (s)", 1.0, True),
     "ops_per_s": ("ops_per_s", "throughput (Mops/s)", 1e-6, False),
@@ -39,8 +88,6 @@ METRIC = {  # key in summary, axis label, unit scale, lower is better
     "free_ns": ("free_ns", "ns per free", 1.0, True),
     "pair_ns": ("pair_ns", "ns per alloc+free pair (per thread)", 1.0, True),
 }
-TWINS = [("nbbs-tree", "tree-sl"), ("nbbs-bunch", "bunch-sl"), ("nbbs-tree", "lists-sl"),
-         ("nbbs-bunch", "lists-sl")]
 
 
 def load(path):
@@ -189,7 +236,7 @@ def main_section(doc, outdir, lines, plots):
                     cells.append(cell)
                 lines.append(f"| {a} | " + " | ".join(cells) + " |")
             rows = []
-            for lf, lk in TWINS:
+            for lf, lk in COMPARE:
                 if lf in byalloc and lk in byalloc:
                     cells = []
                     for t in threads:
@@ -216,9 +263,9 @@ def paper_claim(doc, g, lines):
     oversubscription) and at the largest T?"""
     cpus = doc["machine"]["cpus"]
     rows = []
-    for wl in ("linux-scalability", "thread-test", "larson", "constant-occupancy"):
+    for wl in [w for w in g if wl_info(w)["group"] == "paper"]:
         for pv, byalloc in g.get(wl, {}).items():
-            for lf, lk in TWINS[:2]:
+            for lf, lk in TWINS:
                 if lf not in byalloc or lk not in byalloc:
                     continue
                 any_r = next(iter(byalloc[lf].values()))
