@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "nbbs_testutil.h"
@@ -314,6 +315,26 @@ void bench_snapshot(bench_thread_t *t, const char *phase);
  * allocated first; barriers makes every free phase start on a full arena
  * (wl_pages.c). */
 void bench_fill_drain(bench_thread_t *t, bool reverse, bool barriers);
+
+/* calloc that never returns NULL (a benchmark without memory cannot go on). */
+static inline void *bench_xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p)
+        abort();
+    return p;
+}
+
+/* Fisher-Yates shuffle of v[0..n) with the thread's random stream. */
+static inline void bench_shuffle(bench_thread_t *t, void **v, size_t n)
+{
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)bench_rand_below(t, i);
+        void *x = v[i - 1];
+        v[i - 1] = v[j];
+        v[j] = x;
+    }
+}
 
 /* Number of blocks of `order` the arena holds (page-frame workloads). */
 static inline size_t bench_arena_blocks(const bench_thread_t *t, unsigned order)

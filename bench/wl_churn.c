@@ -64,9 +64,7 @@ static void churn_thread(bench_thread_t *t, const churn_variant_t *cv)
     const size_t n = share / block;
     ct->order = order;
     ct->n = n;
-    ct->v = calloc(n ? n : 1, sizeof *ct->v);
-    if (!ct->v)
-        abort();
+    ct->v = bench_xcalloc(n, sizeof *ct->v);
 
     /* Fill: the threads race, as a kernel's CPUs would at boot. */
     bench_barrier(t);
@@ -75,12 +73,7 @@ static void churn_thread(bench_thread_t *t, const churn_variant_t *cv)
     bench_barrier(t);
 
     /* Free a random half: shuffle, free the first half. */
-    for (size_t i = n; i > 1; i--) {
-        size_t j = (size_t)bench_rand_below(t, i);
-        void *x = ct->v[i - 1];
-        ct->v[i - 1] = ct->v[j];
-        ct->v[j] = x;
-    }
+    bench_shuffle(t, ct->v, n);
     const size_t half = n / 2;
     for (size_t i = 0; i < half; i++)
         if (ct->v[i]) {

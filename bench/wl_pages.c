@@ -27,25 +27,6 @@ static unsigned rand_order(bench_thread_t *t)
     return k > max ? max : k;
 }
 
-static void *xcalloc(size_t n, size_t sz)
-{
-    void *p = calloc(n ? n : 1, sz);
-    if (!p)
-        abort();
-    return p;
-}
-
-/* Fisher-Yates, untimed. */
-static void shuffle(bench_thread_t *t, void **v, size_t n)
-{
-    for (size_t i = n; i > 1; i--) {
-        size_t j = (size_t)bench_rand_below(t, i);
-        void *x = v[i - 1];
-        v[i - 1] = v[j];
-        v[j] = x;
-    }
-}
-
 /* --- cached: alloc+free of one block in a tight loop --- */
 
 static void cached_scale(bench_params_t *p, bench_scale_t s)
@@ -95,7 +76,7 @@ void bench_fill_drain(bench_thread_t *t, bool reverse, bool barriers)
     size_t lo, hi;
     bench_share(t, bench_arena_blocks(t, k), &lo, &hi);
     size_t n = hi - lo;
-    void **v = xcalloc(n, sizeof *v);
+    void **v = bench_xcalloc(n, sizeof *v);
     bench_begin(t);
     for (unsigned r = 0; r < t->run->p->rounds; r++) {
         uint64_t t0 = bench_now_ns();
@@ -165,7 +146,7 @@ static size_t fill_random(bench_thread_t *t, void **v, size_t cap)
 static void rnd_thread(bench_thread_t *t)
 {
     size_t cap = bench_arena_blocks(t, 0);
-    void **v = xcalloc(cap, sizeof *v);
+    void **v = bench_xcalloc(cap, sizeof *v);
     bench_begin(t);
     for (unsigned r = 0; r < t->run->p->rounds; r++) {
         uint64_t t0 = bench_now_ns();
@@ -175,7 +156,7 @@ static void rnd_thread(bench_thread_t *t)
             bench_snapshot(t, "full");
         else
             bench_barrier(t); /* nobody frees before everyone has filled */
-        shuffle(t, v, n);
+        bench_shuffle(t, v, n);
         t0 = bench_now_ns();
         for (size_t i = 0; i < n; i++)
             bench_free(t, v[i]);
@@ -221,8 +202,8 @@ static void stress_thread(bench_thread_t *t)
     const size_t quota = t->run->p->arena.size / (size_t)t->nthreads;
     const size_t hi = quota / 100 * 95, lo = quota / 100 * 5;
     size_t cap = quota / unit + 1, n = 0, bytes = 0;
-    void **v = xcalloc(cap, sizeof *v);
-    unsigned *ord = xcalloc(cap, sizeof *ord);
+    void **v = bench_xcalloc(cap, sizeof *v);
+    unsigned *ord = bench_xcalloc(cap, sizeof *ord);
     bench_begin(t);
     const uint64_t deadline = t->t_begin + (uint64_t)(t->run->p->seconds * 1e9);
     uint64_t iter = 0;
@@ -287,10 +268,10 @@ static void fill_thread(bench_thread_t *t)
     size_t lo, hi;
     bench_share(t, bench_arena_blocks(t, 0), &lo, &hi);
     size_t m = hi - lo, keep = m * (size_t)fill / 100;
-    void **v = xcalloc(m, sizeof *v);
+    void **v = bench_xcalloc(m, sizeof *v);
     for (size_t i = 0; i < m; i++)
         v[i] = t->a->alloc_order(t->inst, 0);
-    shuffle(t, v, m);
+    bench_shuffle(t, v, m);
     for (size_t i = keep; i < m; i++)
         if (v[i])
             t->a->free(t->inst, v[i]);
