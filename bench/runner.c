@@ -354,33 +354,14 @@ summary_t summarize_metric(const run_result_t *rr, int n, const char *name)
  * The suite
  * ------------------------------------------------------------------------ */
 
-/* Runs every selected configuration; returns the number skipped. */
-int run_suite(FILE *json)
+/* One pass over the selected configurations (workload x value x threads,
+ * then the compatible allocators). With run 0 it only counts them (for the
+ * progress line); with run 1 it runs them and returns the number skipped. */
+static int suite_pass(FILE *json, int run, int total)
 {
-    int progress = !opt.quiet && isatty(2);
-
-    /* Count the configurations first, for the progress line. */
-    int total = 0, done = 0;
-    for (int wi = 0; bench_workloads[wi]; wi++) {
-        const bench_workload_t *w = bench_workloads[wi];
-        if (!in_list(opt.workloads, w->name))
-            continue;
-        long_list_t own, own_t;
-        const long_list_t *pl = param_list(w, &own), *tl = thread_list(w, &own_t);
-        for (int ai = 0; bench_allocators[ai]; ai++)
-            for (int pi = 0; pi < pl->n; pi++)
-                for (int ti = 0; ti < tl->n; ti++) {
-                    bench_params_t p;
-                    make_params(w, pl->v[pi], &p);
-                    if (in_list(opt.allocators, bench_allocators[ai]->name) &&
-                        compatible(w, bench_allocators[ai], &p, (int)tl->v[ti]))
-                        total++;
-                }
-    }
-
-    table_header();
+    int progress = run && !opt.quiet && isatty(2);
+    int count = 0, done = 0, failures = 0;
     uint64_t t_start = bench_now_ns();
-    int failures = 0;
     /* Runs of the allocators are interleaved (run 1 of each, then run 2 of
      * each, ...) so that a change in the machine's load during the suite
      * falls on all of them alike instead of on whichever ran at that time. */
@@ -403,9 +384,13 @@ int run_suite(FILE *json)
                 int T = (int)tl->v[ti];
                 bench_params_t p;
                 make_params(w, pl->v[pi], &p);
-                for (int ai = 0; ai < nalloc; ai++)
+                for (int ai = 0; ai < nalloc; ai++) {
                     ok[ai] = in_list(opt.allocators, bench_allocators[ai]->name) &&
                              compatible(w, bench_allocators[ai], &p, T);
+                    count += ok[ai];
+                }
+                if (!run)
+                    continue;
                 for (int rep = 0; rep < opt.repeat; rep++)
                     for (int ai = 0; ai < nalloc; ai++) {
                         if (!ok[ai])
@@ -436,12 +421,22 @@ int run_suite(FILE *json)
                 }
             }
     }
-    if (json)
-        json_footer(json, (double)(bench_now_ns() - t_start) / 1e9);
     free(rr);
     free(ok);
     free(meta);
+    if (!run)
+        return count;
+    if (json)
+        json_footer(json, (double)(bench_now_ns() - t_start) / 1e9);
     fprintf(stderr, "nbbs-bench: %d configurations in %.1f s%s\n", done,
             (double)(bench_now_ns() - t_start) / 1e9, failures ? " (some skipped)" : "");
     return failures;
+}
+
+/* Runs every selected configuration; returns the number skipped. */
+int run_suite(FILE *json)
+{
+    int total = suite_pass(NULL, 0, 0);
+    table_header();
+    return suite_pass(json, 1, total);
 }
