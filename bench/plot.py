@@ -359,6 +359,36 @@ def churn_section(doc, g, wls, outdir, lines, plots):
         plt.close(fig)
         plots.append(name)
         lines.append(f"![{wl}]({img(outdir, name)})\n")
+    churn_targets(g, wls, lines)
+
+
+def churn_targets(g, wls, lines):
+    """Issue 10's targets, for every lock-free allocator: at 90% fill free 2 MiB
+    blocks >= 90% of the bound, at 75% >= 95%, mixed churn no failed order 9."""
+    lockfree = [a for a in ALLOC_ORDER if STYLE.get(a, {}).get("ls") == "-"]
+    out = []
+    for wl in wls:
+        mixed = wl.endswith("-mixed")
+        for pv, byalloc in g[wl].items():
+            fill = next(iter(next(iter(byalloc.values())).values()))["value"]
+            want = {90: 0.90, 75: 0.95}.get(fill)
+            for a in lockfree:
+                if a not in byalloc:
+                    continue
+                r = byalloc[a][max(byalloc[a])]
+                fr, bd = mmed(r, "huge_free"), mmed(r, "huge_bound")
+                if want is not None and not mixed and bd:
+                    ok = fr >= want * bd
+                    out.append(f"- {wl} at {fill}%, {a}: free 2 MiB blocks {ifmt(fr)} of bound {ifmt(bd)} "
+                               f"({100 * fr / bd:.0f}%, target ≥ {want * 100:.0f}%) — {'met' if ok else 'NOT met'}.")
+                if mixed and fill in (75, 90):
+                    f9 = mmed(r, "huge_failed")
+                    out.append(f"- {wl} at {fill}%, {a}: failed order-9 re-allocations {ifmt(f9)} (target 0) — "
+                               f"{'met' if f9 == 0 else 'NOT met'}.")
+    if out:
+        lines.append("Against issue 10's targets (medians; the order-4 rows use the same thresholds for the record):\n")
+        lines.extend(out)
+        lines.append("")
 
 
 def latency_section(doc, g, wls, outdir, lines, plots):
@@ -398,6 +428,16 @@ def latency_section(doc, g, wls, outdir, lines, plots):
             lines.append("| ratio | p99 | p99.9 | p99.99 | max |")
             lines.append("|---|---|---|---|---|")
             lines.extend(rows)
+            lines.append("")
+            for lf, lk in TWINS:
+                if lf in byalloc and lk in byalloc and T in byalloc[lf] and T in byalloc[lk]:
+                    x, y = byalloc[lf][T], byalloc[lk][T]
+                    for k in ("p99.9", "max"):
+                        a_, b_ = mmed(x, k), mmed(y, k)
+                        if a_ and b_:
+                            lines.append(f"- issue 11 target, {k} of {lf} at least 10× lower than {lk}'s: "
+                                         f"{fmt(a_)} vs {fmt(b_)} ns ({b_ / a_:.2f}×) — "
+                                         f"{'met' if b_ >= 10 * a_ else 'NOT met'}.")
         lines.append("")
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
         for a in allocs:

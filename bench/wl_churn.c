@@ -19,9 +19,16 @@
  * order 4 = 64 KiB (churn-o4, churn-o4-mixed); in the -mixed ones the odd
  * threads allocate order 9 instead (the same share of bytes), so order-0
  * and order-9 requests race; huge_failed counts their failed order-9
- * re-allocations (fill_failed: allocations that failed while filling).
+ * re-allocations (fill_failed: allocations that failed while filling). An
+ * order-9 thread has 512 (or 32) times fewer blocks to allocate than an
+ * order-0 (order-4) thread: left alone it would finish its phase before the
+ * others got going, so it paces itself to spread its allocations evenly
+ * over the small threads' progress (a shared count they bump every 64
+ * allocations) - "at the same time" for the whole phase.
  * Timed: the re-allocation phase (alloc_ns).
  */
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +42,15 @@ typedef struct churn_thread {
     unsigned order;
     uint64_t fill_failed, refill_failed;
 } churn_thread_t;
+
+/* The run's shared state: the threads' records and the small threads'
+ * progress in the current phase (fill, re-allocation). */
+typedef struct churn_shared {
+    churn_thread_t  *ct;
+    _Atomic uint64_t small_done[2];
+} churn_shared_t;
+
+#define PACE_STEP 64u
 
 typedef struct churn_variant {
     unsigned small_order;
@@ -54,22 +70,47 @@ static unsigned thread_order(const bench_thread_t *t, const churn_variant_t *cv)
     return cv->mixed && (t->id & 1) ? HUGE_ORDER : cv->small_order;
 }
 
+/* Small thread: counts its progress. Huge thread (mixed): waits until the
+ * small threads have done the fraction i/n of their total in this phase. */
+static void pace(bench_thread_t *t, churn_shared_t *sh, int phase, int huge, size_t i, size_t n, uint64_t total)
+{
+    if (!huge) {
+        if ((i + 1) % PACE_STEP == 0 || i + 1 == n)
+            atomic_fetch_add_explicit(&sh->small_done[phase], (i + 1) % PACE_STEP ? (i + 1) % PACE_STEP : PACE_STEP,
+                                      memory_order_relaxed);
+        return;
+    }
+    uint64_t want = n ? (uint64_t)((double)total * (double)i / (double)n) : 0;
+    while (atomic_load_explicit(&sh->small_done[phase], memory_order_relaxed) < want)
+        sched_yield();
+    (void)t;
+}
+
 static void churn_thread(bench_thread_t *t, const churn_variant_t *cv)
 {
     const bench_params_t *p = t->run->p;
-    churn_thread_t *ct = &((churn_thread_t *)t->run->shared)[t->id];
+    churn_shared_t *sh = t->run->shared;
+    churn_thread_t *ct = &sh->ct[t->id];
     const unsigned order = thread_order(t, cv);
+    const int huge = order == HUGE_ORDER && cv->mixed;
     const size_t block = p->arena.min_block << order;
     const size_t share = (size_t)((double)p->arena.size * (double)p->value / 100.0) / (size_t)t->nthreads;
     const size_t n = share / block;
+    /* What the small threads do in all, per phase (for the pacing). */
+    const size_t n_small = share / (p->arena.min_block << cv->small_order);
+    const uint64_t nsmall_threads = (uint64_t)(t->nthreads + 1) / 2;
+    const uint64_t small_total[2] = { n_small * nsmall_threads, n_small / 2 * nsmall_threads };
     ct->order = order;
     ct->n = n;
     ct->v = bench_xcalloc(n, sizeof *ct->v);
 
     /* Fill: the threads race, as a kernel's CPUs would at boot. */
     bench_barrier(t);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        if (cv->mixed)
+            pace(t, sh, 0, huge, i, n, small_total[0]);
         ct->fill_failed += !(ct->v[i] = t->a->alloc_order(t->inst, order));
+    }
     bench_barrier(t);
 
     /* Free a random half: shuffle, free the first half. */
@@ -85,8 +126,11 @@ static void churn_thread(bench_thread_t *t, const churn_variant_t *cv)
     /* Re-allocate the same number, timed. */
     bench_begin(t);
     uint64_t t0 = bench_now_ns();
-    for (size_t i = 0; i < half; i++)
+    for (size_t i = 0; i < half; i++) {
+        if (cv->mixed)
+            pace(t, sh, 1, huge, i, half, small_total[1]);
         ct->v[i] = bench_alloc_order(t, order);
+    }
     t->alloc_ns += bench_now_ns() - t0;
     bench_end(t);
     ct->refill_failed = t->failed;
@@ -95,14 +139,25 @@ static void churn_thread(bench_thread_t *t, const churn_variant_t *cv)
 
 static int churn_setup(bench_run_t *r)
 {
-    r->shared = calloc((size_t)r->nthreads, sizeof(churn_thread_t));
-    return r->shared ? 0 : -1;
+    churn_shared_t *sh = calloc(1, sizeof *sh);
+    if (!sh)
+        return -1;
+    sh->ct = calloc((size_t)r->nthreads, sizeof(churn_thread_t));
+    if (!sh->ct) {
+        free(sh);
+        return -1;
+    }
+    atomic_init(&sh->small_done[0], 0);
+    atomic_init(&sh->small_done[1], 0);
+    r->shared = sh;
+    return 0;
 }
 
 /* Runs after the threads: counts the huge blocks three ways (see the top). */
 static void churn_teardown(bench_run_t *r)
 {
-    churn_thread_t *ct = r->shared;
+    churn_shared_t *sh = r->shared;
+    churn_thread_t *ct = sh->ct;
     const bench_arena_t *ar = &r->p->arena;
     const size_t huge = ar->min_block << HUGE_ORDER;
     const size_t nregions = ar->size / huge;
@@ -158,6 +213,7 @@ static void churn_teardown(bench_run_t *r)
     for (int i = 0; i < r->nthreads; i++)
         free(ct[i].v);
     free(ct);
+    free(sh);
 }
 
 static const churn_variant_t v_o0 = { 0, 0 }, v_o0_mixed = { 0, 1 }, v_o4 = { 4, 0 }, v_o4_mixed = { 4, 1 };
