@@ -9,7 +9,7 @@ Reads every file nbbs-bench and bench/run.sh leave in the results directory:
   backend-*.json       the back-end targets (cached, fill-cost)
   count.json           the counting build (atomic operations)
   frontend-<label>.json  the malloc comparison, one per preloaded malloc
-  lockfree_list.txt    examples/lockfree_list result lines
+  lockfree_list.txt    bench/lockfree_list result lines
   notes.txt            what run.sh skipped, and why
 Writes <results>/<scale>-<workload>.png, frontend-*.png and the report.
 Every number in the report comes from those files; nothing is typed in.
@@ -726,7 +726,7 @@ def lockfree_list_section(outdir, lines):
                 continue
     if not rows:
         return
-    lines.append("### examples/lockfree_list under glibc and nbmalloc\n")
+    lines.append("### bench/lockfree_list under glibc and nbmalloc\n")
     lines.append("| malloc | threads | runs | median ops/s | min | max |")
     lines.append("|---|---|---|---|---|---|")
     for (label, t), v in sorted(rows.items()):
