@@ -179,6 +179,9 @@ typedef struct bench_workload {
      * suite's 1,2,4,8), and the fewest threads the workload can run on. */
     const char   *threads;
     int           min_threads;
+    /* Runs per configuration when the command line gives no --repeat (0:
+     * the suite's 3), e.g. more for figures that vary from run to run. */
+    int           repeat;
     int           malloc_ok;   /* sizes and pattern make sense for the system malloc */
     /* What the report plots, comma-separated: time_s, ops_per_s, alloc_ns,
      * free_ns or pair_ns (see bench/README.md). */

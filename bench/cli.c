@@ -95,7 +95,8 @@ static void usage(FILE *f)
             "  --allocator A[,A...]  allocators to run (default: all; malloc only where sizes allow)\n"
             "  --threads T[,T...]    thread counts for every workload (default 1,2,4,8, or the\n"
             "                        workload's own list, e.g. churn 4, latency 8)\n"
-            "  --repeat N            runs per configuration, median/min/max reported (default 3)\n"
+            "  --repeat N            runs per configuration, median/min/max reported (default 3,\n"
+            "                        or the workload's own count, e.g. churn 5)\n"
             "  --scale S             smoke | quick | paper: work per run (default quick)\n"
             "  --size B[,B...]       request bytes of the workloads that sweep a size (default 64)\n"
             "  --order K[,K...]      block order of the workloads that sweep an order (default 0)\n"
@@ -147,7 +148,7 @@ void parse_args(int argc, char **argv)
         case O_WL: opt.workloads = optarg; break;
         case O_AL: opt.allocators = optarg; break;
         case O_TH: parse_longs(&opt.threads, optarg, "--threads"); opt.threads_set = 1; break;
-        case O_REP: parse_longs(&one, optarg, "--repeat"); opt.repeat = (int)one.v[0]; break;
+        case O_REP: parse_longs(&one, optarg, "--repeat"); opt.repeat = (int)one.v[0]; opt.repeat_set = 1; break;
         case O_SCALE:
             if (strcmp(optarg, "smoke") == 0) opt.scale = BENCH_SCALE_SMOKE;
             else if (strcmp(optarg, "quick") == 0) opt.scale = BENCH_SCALE_QUICK;
@@ -185,8 +186,8 @@ void parse_args(int argc, char **argv)
     }
     if (opt.json && !*opt.json)
         die("--json needs a file name (or --list --json for the list)");
-    if (opt.repeat < 1 || opt.repeat > 256)
-        die("--repeat must be 1..256");
+    if (opt.repeat < 1 || opt.repeat > BENCH_MAX_REPEAT)
+        die("--repeat must be 1..%d", BENCH_MAX_REPEAT);
     for (int i = 0; i < opt.threads.n; i++)
         if (opt.threads.v[i] < 1 || opt.threads.v[i] > 1024)
             die("--threads values must be 1..1024");

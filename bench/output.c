@@ -243,7 +243,8 @@ void list_json(FILE *f)
         json_field(f, "param", param_name(w), ", ");
         json_field(f, "values", w->values, ", ");
         json_field(f, "threads", w->threads, ", ");
-        fprintf(f, "\"min_threads\": %d, \"malloc_ok\": %d, ", w->min_threads, w->malloc_ok);
+        fprintf(f, "\"min_threads\": %d, \"repeat\": %d, \"malloc_ok\": %d, ", w->min_threads, w->repeat,
+                w->malloc_ok);
         json_field(f, "metric", w->metric, ", ");
         json_field(f, "plot", w->plot ? w->plot : "threads", ", ");
         json_field(f, "show", w->show, ", ");

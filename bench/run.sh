@@ -19,7 +19,8 @@
 #   --workload W,.. | BENCH_WORKLOADS  main-suite workloads (default all)
 #   --threads T,.. | BENCH_THREADS   every workload at these (default: 1,2,4,8
 #                                    or the workload's own list)
-#   --repeat N | BENCH_REPEAT        default 3 (the targets and front-end use 5)
+#   --repeat N | BENCH_REPEAT        every workload this many runs (default 3, or
+#                                    the workload's own count; targets and front-end 5)
 #   --out DIR | BENCH_OUT            results directory (default bench/results)
 #   --report F | BENCH_REPORT        report file (default REPORT.md)
 #   --build DIR | BENCH_BUILD        build directory (default build/release)
@@ -33,7 +34,7 @@ cd "$(dirname "$0")/.."
 SCALE=${BENCH_SCALE:-quick}
 WORKLOADS=${BENCH_WORKLOADS:-all}
 THREADS=${BENCH_THREADS:-}
-REPEAT=${BENCH_REPEAT:-3}
+REPEAT=${BENCH_REPEAT:-}
 OUT=${BENCH_OUT:-bench/results}
 REPORT=${BENCH_REPORT:-REPORT.md}
 BUILD=${BENCH_BUILD:-build/release}
@@ -95,8 +96,8 @@ git diff --quiet HEAD -- src include 2>/dev/null || src="$src plus uncommitted c
 echo "scale $SCALE: library source $src, built in $BUILD, $(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$OUT/source-$SCALE.txt"
 
 # --- main suite ------------------------------------------------------------
-echo "== main suite: scale $SCALE, threads ${THREADS:-1,2,4,8 or each workload own list}, $REPEAT runs each"
-"$BENCH" --scale "$SCALE" --workload "$WORKLOADS" ${THREADS:+--threads "$THREADS"} --repeat "$REPEAT" \
+echo "== main suite: scale $SCALE, threads ${THREADS:-1,2,4,8 or each workload own list}, ${REPEAT:-3 or each workload own count} runs each"
+"$BENCH" --scale "$SCALE" --workload "$WORKLOADS" ${THREADS:+--threads "$THREADS"} ${REPEAT:+--repeat "$REPEAT"} \
   --json "$OUT/main-$SCALE.json"
 
 if [ "$MAIN_ONLY" != 1 ]; then

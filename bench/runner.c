@@ -287,6 +287,13 @@ static const long_list_t *thread_list(const bench_workload_t *w, long_list_t *ow
     return own;
 }
 
+/* Runs per configuration: --repeat if given, else the workload's own
+ * count if it has one, else the default (3). */
+static int repeats(const bench_workload_t *w)
+{
+    return opt.repeat_set || w->repeat <= 0 ? opt.repeat : (w->repeat < BENCH_MAX_REPEAT ? w->repeat : BENCH_MAX_REPEAT);
+}
+
 const char *param_name(const bench_workload_t *w)
 {
     static const char *const names[] = { "none", "size", "order", "fill" };
@@ -368,7 +375,7 @@ static int suite_pass(FILE *json, int run, int total)
     int nalloc = 0;
     while (bench_allocators[nalloc])
         nalloc++;
-    run_result_t *rr = calloc((size_t)(opt.repeat * nalloc), sizeof *rr);
+    run_result_t *rr = calloc((size_t)(BENCH_MAX_REPEAT * nalloc), sizeof *rr);
     int *ok = calloc((size_t)nalloc, sizeof *ok);
     size_t *meta = calloc((size_t)nalloc, sizeof *meta);
     if (!rr || !ok || !meta)
@@ -391,7 +398,8 @@ static int suite_pass(FILE *json, int run, int total)
                 }
                 if (!run)
                     continue;
-                for (int rep = 0; rep < opt.repeat; rep++)
+                const int nrep = repeats(w);
+                for (int rep = 0; rep < nrep; rep++)
                     for (int ai = 0; ai < nalloc; ai++) {
                         if (!ok[ai])
                             continue;
@@ -399,8 +407,8 @@ static int suite_pass(FILE *json, int run, int total)
                         if (progress)
                             fprintf(stderr, "\r\033[K[%d/%d %.0fs] %s %s=%ld T=%d run %d/%d %s", done + 1, total,
                                     (double)(bench_now_ns() - t_start) / 1e9, w->name, param_name(w), p.value, T,
-                                    rep + 1, opt.repeat, a->name);
-                        if (run_once(w, a, &p, T, rep, &rr[ai * opt.repeat + rep], &meta[ai]) != 0) {
+                                    rep + 1, nrep, a->name);
+                        if (run_once(w, a, &p, T, rep, &rr[ai * BENCH_MAX_REPEAT + rep], &meta[ai]) != 0) {
                             fprintf(stderr, "\nnbbs-bench: %s on %s could not be set up (arena %zu B), skipped\n",
                                     w->name, a->name, p.arena.size);
                             ok[ai] = 0;
@@ -414,9 +422,9 @@ static int suite_pass(FILE *json, int run, int total)
                     if (!ok[ai])
                         continue;
                     done++;
-                    table_row(w, bench_allocators[ai], &p, T, &rr[ai * opt.repeat], opt.repeat);
+                    table_row(w, bench_allocators[ai], &p, T, &rr[ai * BENCH_MAX_REPEAT], nrep);
                     if (json)
-                        json_result(json, w, bench_allocators[ai], &p, T, &rr[ai * opt.repeat], opt.repeat,
+                        json_result(json, w, bench_allocators[ai], &p, T, &rr[ai * BENCH_MAX_REPEAT], nrep,
                                     meta[ai]);
                 }
             }

@@ -11,6 +11,7 @@
 #include "bench.h"
 
 #define MAX_LIST 32
+#define BENCH_MAX_REPEAT 256 /* --repeat's limit */
 
 typedef struct long_list {
     int  n;
@@ -21,7 +22,7 @@ typedef struct bench_options {
     const char   *workloads, *allocators, *json, *label;
     long_list_t   threads, sizes, orders, fills;
     int           threads_set, sizes_set, orders_set, fills_set; /* given on the command line */
-    int           repeat, quiet;
+    int           repeat, repeat_set, quiet;
     bench_scale_t scale;
     size_t        min_block, arena;
     long          max_order;
