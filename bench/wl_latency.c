@@ -14,6 +14,13 @@
  * the run into the metrics p50 .. p99.99 and max (ns), q_<fraction> points
  * of the distribution for the CDF plot, and timer_ns, the cost of one clock
  * read (included in every figure, the same for every allocator).
+ *
+ * Percentiles count operations: a thread stalled behind a preempted lock
+ * holder makes one slow sample, then few others (it did little else), so a
+ * stall shows in max and in the throughput (ops_per_s) more than in p99.9.
+ * Time-weighting does not help here: a timed thread is itself preempted
+ * inside most of its operations' windows at 8 threads on 2 cores, and
+ * those waits (lock-free or not) dominate any time-weighted figure.
  */
 #include <stdlib.h>
 #include <string.h>
