@@ -77,7 +77,6 @@ void nbm__init(void)
         nbm__options_read();
         nbm__classes_init();
         nbm__secret = make_secret();
-        nbm__desc_init();
         nbm__tcache_init_process();
         nbm_store_u32(&nbm__ready, 2);
         if (nbm__opt.verbose) {

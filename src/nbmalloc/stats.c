@@ -9,7 +9,7 @@ void nbm_get_stats(nbm_stats_t *out)
         return;
     nbm_gstats_t *g = &nbm__gstats;
     out->arenas = nbm_load_u64_relaxed(&g->arenas);
-    out->arena_bytes = out->arenas * NBM_ARENA_SIZE;
+    out->arena_bytes = nbm_load_u64_relaxed(&g->arena_bytes);
     out->chunks = nbm_load_u64_relaxed(&g->chunks);
     out->chunk_bytes = nbm_load_u64_relaxed(&g->chunk_bytes);
     out->medium_live = nbm_load_u64_relaxed(&g->medium_live);
