@@ -52,14 +52,23 @@ static size_t meta_offset(void)
     return (sizeof(nbm_arena_t) + NBBS_META_ALIGN - 1) & ~(size_t)(NBBS_META_ALIGN - 1);
 }
 
+/* Takes the owner-map entry of a slot whose start the caller has just
+ * mapped: the entry is 0, a tombstone, or a retired arena (whose range is
+ * unmapped: it is marked gone for good, so it is never revived). */
 bool nbm__map_claim(uintptr_t slot, uintptr_t value)
 {
     if (slot >= NBM_MAP_SIZE)
         return false;
     uintptr_t v = nbm_load_uptr(&nbm__map[slot]);
     for (;;) {
-        if (v != 0 && (v & NBM_MAP_TOMB) != NBM_MAP_TOMB)
-            return false; /* a live arena or huge mapping */
+        if (v != 0 && (v & NBM_MAP_TOMB) != NBM_MAP_TOMB) {
+            if (v & NBM_HUGE_TAG)
+                return false; /* a live huge mapping */
+            nbm_arena_t *old = (nbm_arena_t *)v;
+            uint32_t r = nbm_load_u32(&old->retired);
+            if (r != NBM_ARENA_GONE && (r != NBM_ARENA_RETIRED || !nbm_cas_u32(&old->retired, &r, NBM_ARENA_GONE)))
+                return false; /* live, or being revived */
+        }
         if (nbm_cas_uptr(&nbm__map[slot], &v, value))
             return true;
     }
@@ -105,19 +114,97 @@ static nbm_arena_t *arena_create(unsigned order)
     return NULL;
 }
 
+/* Retiring. An arena whose blocks are all free can give its address space
+ * back: the retirer allocates every top-level block itself (so no one else
+ * can get any), then unmaps the range. The arena stays in the table and the
+ * owner map (its records say "nothing here", so a pointer into it is
+ * invalid); reviving maps the range again and frees the blocks. Only done
+ * after an allocation failed, to make room for a mapping of another kind. */
+static size_t retire_empty_arenas(void)
+{
+    size_t freed = 0;
+    for (uint32_t i = 0; i < nbm_load_u32(&narenas); i++) {
+        nbm_arena_t *ar = nbm__arena_at(i);
+        if (nbm_load_u32(&ar->retired) != 0)
+            continue;
+        size_t top = NBM_PAGE << ar->max_order, n = ar->size / top, got = 0;
+        void *taken[NBM_ARENA_SIZE >> (NBM_PAGE_SHIFT + NBM_MAX_ORDER)];
+        for (; got < n; got++)
+            if (!(taken[got] = nbbs_alloc_order(ar->bb, ar->max_order)))
+                break;
+        if (got < n) { /* something is in use: give back what was taken */
+            while (got)
+                nbm__block_free(ar, taken[--got]);
+            continue;
+        }
+        nbm__os_unmap((void *)ar->base, ar->size);
+        nbm_store_u32(&ar->retired, NBM_ARENA_RETIRED);
+        nbm_stat_sub(&nbm__gstats.arena_bytes, ar->size);
+        freed += ar->size;
+    }
+    return freed;
+}
+
+static bool arena_revive(uint32_t seen, unsigned order)
+{
+    for (uint32_t i = 0; i < seen; i++) {
+        nbm_arena_t *ar = nbm__arena_at(i);
+        uint32_t one = NBM_ARENA_RETIRED;
+        if (ar->max_order < order || !nbm_cas_u32(&ar->retired, &one, NBM_ARENA_REVIVING))
+            continue;
+        if (!nbm__os_map_at((void *)ar->base, ar->size)) {
+            nbm_store_u32(&ar->retired, NBM_ARENA_RETIRED);
+            continue;
+        }
+        size_t top = NBM_PAGE << ar->max_order;
+        nbm_store_u32(&ar->retired, 0);
+        for (size_t k = 0; k < ar->size / top; k++)
+            nbm__block_free(ar, (void *)(ar->base + k * top));
+        nbm_stat_add(&nbm__gstats.arena_bytes, ar->size);
+        return true;
+    }
+    return false;
+}
+
+/* After an allocation found no memory: return everything free that is held
+ * for one use to where any use can take it (the caller's cached medium
+ * blocks and the shared cache to the back-end, empty small-object chunks to
+ * the back-end, empty arenas to the OS). True if anything was returned. */
+bool nbm__recover(void)
+{
+    bool any = nbm_load_u64_relaxed(&nbm__gstats.medium_cached) != 0;
+    nbm_tcache_t *tc = nbm__tc;
+    for (unsigned o = 0; tc && o < NBM_MCACHE_ORDERS; o++)
+        if (tc->mcache[o]) {
+            void *p = tc->mcache[o];
+            tc->mcache[o] = NULL;
+            nbm__medium_release(p, o);
+            any = true;
+        }
+    nbm__decay_sweep(true);
+    any |= nbm__reclaim_chunks() != 0;
+    any |= retire_empty_arenas() != 0;
+    return any;
+}
+
 /* Called when a scan of the first `seen` arenas found no block of `order`.
  * Returns false when out of memory. */
 static bool arena_grow(uint32_t seen, unsigned order)
 {
     if (nbm_load_u32(&narenas) != seen)
         return true; /* another thread grew meanwhile: rescan first */
+    if (arena_revive(seen, order))
+        return true;
     if (seen >= NBM_ARENA_MAX)
         return false;
     nbm_arena_t *ar = arena_create(order);
     if (!ar)
         return false;
-    if (!nbm__map_claim(ar->base >> NBM_ARENA_SHIFT, (uintptr_t)ar))
-        nbm__fatal("owner map entry already taken for arena", (void *)ar->base);
+    if (!nbm__map_claim(ar->base >> NBM_ARENA_SHIFT, (uintptr_t)ar)) {
+        /* a slot being revived under us: give this one up (rare) */
+        nbm__os_unmap((void *)ar->base, ar->size);
+        return false;
+    }
     for (;;) {
         uint32_t n = nbm_load_u32(&narenas);
         if (n >= NBM_ARENA_MAX)
@@ -156,14 +243,14 @@ static void check_fresh(void *p, unsigned order)
 
 void *nbm__block_alloc(unsigned order, uint32_t *hint)
 {
-    bool swept = false;
+    bool swept = false, recovered = false;
     for (;;) {
         uint32_t n = nbm_load_u32(&narenas);
         uint32_t h = *hint < n ? *hint : 0;
         for (uint32_t k = 0; k < n; k++) {
             uint32_t i = h + k < n ? h + k : h + k - n;
             nbm_arena_t *ar = (nbm_arena_t *)nbm_load_uptr(&arenas[i]);
-            if (order > ar->max_order)
+            if (order > ar->max_order || nbm_load_u32_relaxed(&ar->retired))
                 continue;
             void *p = nbbs_alloc_order(ar->bb, order);
             if (p) {
@@ -177,8 +264,11 @@ void *nbm__block_alloc(unsigned order, uint32_t *hint)
             nbm__decay_sweep(true);
             continue;
         }
-        if (!arena_grow(n, order))
+        if (arena_grow(n, order))
+            continue;
+        if (recovered || !nbm__recover())
             return NULL;
+        recovered = true;
     }
 }
 

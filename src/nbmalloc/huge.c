@@ -30,14 +30,19 @@ void *nbm__huge_alloc(size_t size, size_t align)
         return NULL;
     }
     size_t total = (size + NBM_PAGE - 1) & ~(NBM_PAGE - 1);
-    uint32_t d = nbm__desc_get(nbm__tc);
-    if (!d) {
-        errno = ENOMEM;
-        return NULL;
+    uint32_t d = 0;
+    char *base = NULL;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (!d)
+            d = nbm__desc_get(nbm__tc);
+        if (d && (base = nbm__os_reserve_aligned(total, slot_align)) != NULL)
+            break;
+        if (attempt == 0 && !nbm__recover()) /* free memory held for other tiers, once */
+            break;
     }
-    char *base = nbm__os_reserve_aligned(total, slot_align);
     if (!base) {
-        nbm__desc_put(nbm__tc, d);
+        if (d)
+            nbm__desc_put(nbm__tc, d);
         errno = ENOMEM;
         return NULL;
     }

@@ -184,8 +184,13 @@ typedef struct nbm_arena {
     unsigned  max_order; /* largest block this arena can hand out */
     _Atomic uint32_t unit[NBM_UNITS];      /* class + 1 | objects carved << 8 */
     _Atomic uint8_t page_order[NBM_PAGES]; /* order + 1 of a medium block here (| 0x80: freed, cached) */
+    _Atomic uint32_t retired;              /* NBM_ARENA_* below; 0 = in use */
+    uint16_t  seen[NBM_UNITS];             /* free objects per chunk, during a reclaim only */
 } nbm_arena_t;
 
+#define NBM_ARENA_RETIRED  1u /* emptied and unmapped, can be revived */
+#define NBM_ARENA_REVIVING 2u
+#define NBM_ARENA_GONE     3u /* its slot went to another mapping */
 #define NBM_UNIT_CARVED_SHIFT 8
 #define NBM_PAGE_FREED 0x80u
 
@@ -274,6 +279,8 @@ NBM_HIDDEN uint32_t nbm__desc_get(nbm_tcache_t *tc);  /* tc may be NULL */
 NBM_HIDDEN void  nbm__desc_put(nbm_tcache_t *tc, uint32_t d);
 NBM_HIDDEN void  nbm__desc_flush(nbm_tcache_t *tc);
 NBM_HIDDEN extern nbm_stack_t nbm__class_stack[NBM_NCLASSES];
+NBM_HIDDEN size_t nbm__reclaim_chunks(void);          /* bytes of empty chunks returned */
+NBM_HIDDEN bool  nbm__recover(void);                  /* after ENOMEM: true if anything was freed */
 
 /* --- the generic entry points (alloc.c, free.c) --------------------------------- */
 NBM_HIDDEN void  *nbm__malloc_generic(size_t n);

@@ -59,6 +59,8 @@ bool nbm__os_map_at(void *p, size_t size)
 
 #define NBM_USER_TOP ((uintptr_t)1 << 47)
 
+static _Atomic uintptr_t low_hint; /* lowest aligned placement so far */
+
 /* The kernel has no aligned mmap. Map where it likes; if that is aligned,
  * done (no over-map). Else try aligned addresses next to where it placed us
  * (it fills top-down, so the slots just below are usually free), each taken
@@ -77,19 +79,31 @@ void *nbm__os_reserve_aligned(size_t size, size_t align)
         return p;
     nbm__os_unmap(p, size);
     uintptr_t down = a & ~(uintptr_t)(align - 1);
-    for (int k = 0; k < 16; k++) {
-        uintptr_t h = down - (uintptr_t)k * align;
-        if (h == 0 || h > down)
-            break;
-        if (h + size <= NBM_USER_TOP && nbm__os_map_at((void *)h, size))
-            return (void *)h;
-    }
+    if (nbm__os_map_at((void *)down, size))
+        goto placed;
+    /* Below the lowest aligned placement so far (a hint shared by all
+     * threads: a stale value only costs a few more tries), else below where
+     * the kernel put us, else just above. */
+    uintptr_t low = nbm_load_uptr_relaxed(&low_hint) & ~(uintptr_t)(align - 1);
+    uintptr_t starts[2] = { low && low < down ? low : down, down };
+    for (int s = 0; s < 2; s++)
+        for (int k = 1; k <= 32; k++) {
+            uintptr_t h = starts[s] - (uintptr_t)k * align;
+            if (h == 0 || h > starts[s])
+                break;
+            if (h + size <= NBM_USER_TOP && nbm__os_map_at((void *)h, size)) {
+                down = h;
+                goto placed;
+            }
+        }
     for (int k = 1; k <= 4; k++) {
         uintptr_t h = down + (uintptr_t)k * align;
         if (h + size > NBM_USER_TOP)
             break;
-        if (nbm__os_map_at((void *)h, size))
-            return (void *)h;
+        if (nbm__os_map_at((void *)h, size)) {
+            down = h;
+            goto placed;
+        }
     }
     if (size > SIZE_MAX - align)
         return NULL;
@@ -101,6 +115,10 @@ void *nbm__os_reserve_aligned(size_t size, size_t align)
     nbm__os_unmap(raw, head);
     nbm__os_unmap((char *)a + size, tail);
     return (void *)a;
+placed:
+    if (down < nbm_load_uptr_relaxed(&low_hint) || nbm_load_uptr_relaxed(&low_hint) == 0)
+        nbm_store_uptr_relaxed(&low_hint, down);
+    return (void *)down;
 }
 
 /* The range stays mapped (reads give zeros), so stale readers stay safe. */

@@ -268,3 +268,153 @@ void nbm__small_free_generic(void *p, unsigned cls)
     ds->bump = ds->bump_end = NULL;
     nbm__stack_push(&nbm__class_stack[cls], &nbm__desc_pool, d, d);
 }
+
+/* --- giving empty chunks back (at exhaustion) ---------------------------------
+ * When the back-end has no block left and no arena can be added, the chunks
+ * whose objects are all free go back to the back-end, so that any class (or
+ * a medium block) can use them. One thread at a time does it (a flag taken by
+ * CAS; another thread that needs it meanwhile reports ENOMEM for its request
+ * rather than wait). It takes every batch off every class stack, and with
+ * its own cache's lists (handled in place), and counts, per chunk, the free objects it now holds (the
+ * arena's `seen` counters, touched by nobody else). A chunk is empty when
+ * that count equals the chunk's carved count and its uncarved tail, if any,
+ * is in one of the batches taken (then nobody else can carve from it). The
+ * objects of empty chunks are dropped from the batches, the rest go back on
+ * the stacks, and the empty chunks are purged and returned. Objects still in
+ * other threads' caches keep their chunks (a bounded amount per thread). */
+#define SEEN_TAIL 0x8000u /* the chunk's uncarved tail is in a batch taken */
+
+static _Atomic uint32_t reclaiming;
+
+static uint16_t *seen_of(uintptr_t chunk, nbm_arena_t **arp)
+{
+    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner(chunk);
+    *arp = ar;
+    return &ar->seen[(chunk - ar->base) >> NBM_UNIT_SHIFT];
+}
+
+static bool chunk_empty(uintptr_t chunk, const nbm_class_t *c)
+{
+    nbm_arena_t *ar;
+    uint16_t s = *seen_of(chunk, &ar);
+    uint32_t carved = nbm_load_u32(&ar->unit[(chunk - ar->base) >> NBM_UNIT_SHIFT]) >> NBM_UNIT_CARVED_SHIFT;
+    bool no_tail = (size_t)(carved + 1) * c->size > c->chunk;
+    return (s & ~SEEN_TAIL) == carved && (no_tail || (s & SEEN_TAIL));
+}
+
+static void count_list(void **o, const nbm_class_t *c)
+{
+    nbm_arena_t *ar;
+    for (; o; o = o[0])
+        (*seen_of((uintptr_t)o & ~(uintptr_t)c->chunk_mask, &ar))++;
+}
+
+static void note_tail(char *bump, char *bump_end, const nbm_class_t *c)
+{
+    nbm_arena_t *ar;
+    if (bump != bump_end)
+        *seen_of((uintptr_t)bump & ~(uintptr_t)c->chunk_mask, &ar) |= SEEN_TAIL;
+}
+
+/* Drops the objects of empty chunks from a list; returns the new head. */
+static void *filter_list(void **o, uint32_t *count, const nbm_class_t *c)
+{
+    void *head = NULL, **tail = NULL;
+    uint32_t n = 0;
+    for (void **on; o; o = on) {
+        on = o[0];
+        if (chunk_empty((uintptr_t)o & ~(uintptr_t)c->chunk_mask, c))
+            continue;
+        o[0] = NULL;
+        if (tail)
+            tail[0] = o;
+        else
+            head = o;
+        tail = o;
+        n++;
+    }
+    *count = n;
+    return head;
+}
+
+static void filter_tail(char **bump, char **bump_end, const nbm_class_t *c)
+{
+    if (*bump != *bump_end && chunk_empty((uintptr_t)*bump & ~(uintptr_t)c->chunk_mask, c))
+        *bump = *bump_end = NULL;
+}
+
+size_t nbm__reclaim_chunks(void)
+{
+    uint32_t zero = 0;
+    if (!nbm_cas_u32(&reclaiming, &zero, 1))
+        return 0;
+    /* The caller's own lists are handled in place: no descriptor is needed
+     * (there may be no memory left to map one). */
+    nbm_tcache_t *tc = nbm__tc;
+    size_t returned = 0;
+    for (unsigned cls = 0; cls < NBM_NCLASSES; cls++) {
+        const nbm_class_t *c = &nbm__classes[cls];
+        nbm_bin_t *bin = tc ? &tc->bins[cls] : NULL;
+        uint32_t first = nbm__stack_pop_all(&nbm__class_stack[cls]);
+        if (!first && (!bin || (!bin->head && !bin->local)))
+            continue;
+        /* 1. count the free objects per chunk, note the tails */
+        for (uint32_t d = first; d; d = nbm_load_u32_relaxed(&nbm__desc(d)->next)) {
+            count_list(nbm__desc(d)->list, c);
+            note_tail(nbm__desc(d)->bump, nbm__desc(d)->bump_end, c);
+        }
+        if (bin) {
+            count_list(bin->head, c);
+            count_list(bin->local, c);
+            note_tail(bin->bump, bin->bump_end, c);
+        }
+        /* 2. drop what belongs to empty chunks; batches left go back */
+        if (bin) {
+            bin->head = filter_list(bin->head, &bin->count, c);
+            bin->local = filter_list(bin->local, &bin->lcount, c);
+            filter_tail(&bin->bump, &bin->bump_end, c);
+        }
+        uint32_t keep_first = 0, keep_last = 0;
+        for (uint32_t d = first, next; d; d = next) {
+            nbm_desc_t *ds = nbm__desc(d);
+            next = nbm_load_u32_relaxed(&ds->next);
+            ds->list = filter_list(ds->list, &ds->count, c);
+            filter_tail(&ds->bump, &ds->bump_end, c);
+            if (!ds->list && ds->bump == ds->bump_end) {
+                nbm__desc_put(tc, d);
+                continue;
+            }
+            if (keep_last)
+                nbm_store_u32_relaxed(&nbm__desc(keep_last)->next, d);
+            else
+                keep_first = d;
+            keep_last = d;
+        }
+        if (keep_first)
+            nbm__stack_push(&nbm__class_stack[cls], &nbm__desc_pool, keep_first, keep_last);
+    }
+    /* 3. return the empty chunks, reset every counter */
+    for (uint32_t i = 0; i < nbm__arena_count(); i++) {
+        nbm_arena_t *ar = nbm__arena_at(i);
+        for (size_t u = 0; u < (ar->size >> NBM_UNIT_SHIFT); u++) {
+            if (!ar->seen[u])
+                continue;
+            uint32_t w = nbm_load_u32(&ar->unit[u]);
+            const nbm_class_t *c = &nbm__classes[(w & 0xffu) - 1];
+            uintptr_t chunk = ar->base + (u << NBM_UNIT_SHIFT);
+            bool empty = chunk_empty(chunk, c);
+            ar->seen[u] = 0;
+            if (!empty)
+                continue;
+            for (size_t k = 0; k < c->chunk >> NBM_UNIT_SHIFT; k++)
+                nbm_store_u32(&ar->unit[u + k], 0);
+            nbm__os_purge((void *)chunk, c->chunk);
+            nbm__block_free(ar, (void *)chunk);
+            nbm_stat_sub(&nbm__gstats.chunks, 1);
+            nbm_stat_sub(&nbm__gstats.chunk_bytes, c->chunk);
+            returned += c->chunk;
+        }
+    }
+    nbm_store_u32(&reclaiming, 0);
+    return returned;
+}
