@@ -9,6 +9,7 @@
 #     100 MiB (each size filled until malloc fails, then freed), at least 90%
 #     of glibc's; after freeing, 4000 B refilled to 90% of glibc's first fill,
 #     then malloc of 100 B, 4000 B, 1 MiB and 100 MiB must all succeed;
+#     four threads filling and freeing together under 512 MiB;
 #  3. every alignment up to 2 GiB allocated and freed, malloc(64 TiB) fails
 #     with ENOMEM (also under glibc, as a check of the check);
 #  4. bad pointers (stack, interior, never handed out, freed, in every tier)
@@ -82,6 +83,15 @@ for s in 100 4000 1048576 104857600; do
   if grep -qx "after $s ok" "$tmp/fill.nbm"; then ok; else
     bad "malloc($s) after freeing everything: $(grep "after $s" "$tmp/fill.nbm" || echo missing)"; fi
 done
+
+# Four threads run out together under 512 MiB (memory moves between sizes
+# while others allocate); no block may be corrupted, every round must get
+# blocks, and 100 MiB must be available after.
+for r in 1 2 3; do
+  if run 524288 "$tmp/thr.out" "$SO" "$LIM" threads 4 3; then ok; else
+    bad "threads under 512 MiB: $(cat "$tmp/thr.out") $(head -c 400 "$tmp/thr.out.err")"; fi
+done
+echo "  $(cat "$tmp/thr.out")"
 
 # --- 3. valid pointers, impossible requests ----------------------------------
 for lib in "" "$SO"; do

@@ -63,6 +63,8 @@ void nbm_stats_print(int fd)
     line(fd, "thread caches   ", s.threads, " created");
     line(fd, "batch refills   ", s.refills, "");
     line(fd, "batch drains    ", s.drains, "");
+    line(fd, "descriptors     ", nbm_load_u64_relaxed(&nbm__desc_pool.mapped) >> 10, " KiB mapped");
+    line(fd, "objects lost    ", nbm_load_u64_relaxed(&nbm__gstats.lost), " (uncached frees with no memory left)");
     line(fd, "peak RSS        ", s.peak_rss >> 10, " KiB");
 }
 

@@ -16,6 +16,7 @@
  * one-page medium blocks and small frees are pushed as one-object batches.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 
 #include "internal.h"
@@ -273,8 +274,8 @@ void nbm__small_free_generic(void *p, unsigned cls)
  * When the back-end has no block left and no arena can be added, the chunks
  * whose objects are all free go back to the back-end, so that any class (or
  * a medium block) can use them. One thread at a time does it (a flag taken by
- * CAS; another thread that needs it meanwhile reports ENOMEM for its request
- * rather than wait). It takes every batch off every class stack, and with
+ * CAS; another thread that needs it meanwhile yields until it is done, for a
+ * bounded time, then looks again). It takes every batch off every class stack, and with
  * its own cache's lists (handled in place), and counts, per chunk, the free objects it now holds (the
  * arena's `seen` counters, touched by nobody else). A chunk is empty when
  * that count equals the chunk's carved count and its uncarved tail, if any,
@@ -346,8 +347,13 @@ static void filter_tail(char **bump, char **bump_end, const nbm_class_t *c)
 size_t nbm__reclaim_chunks(void)
 {
     uint32_t zero = 0;
-    if (!nbm_cas_u32(&reclaiming, &zero, 1))
-        return 0;
+    if (!nbm_cas_u32(&reclaiming, &zero, 1)) {
+        /* Another thread is at it: let it finish (bounded, so never a
+         * deadlock), then the caller looks again at what it returned. */
+        for (int k = 0; k < 100000 && nbm_load_u32(&reclaiming); k++)
+            sched_yield();
+        return 1;
+    }
     /* The caller's own lists are handled in place: no descriptor is needed
      * (there may be no memory left to map one). */
     nbm_tcache_t *tc = nbm__tc;

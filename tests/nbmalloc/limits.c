@@ -12,6 +12,10 @@
  *   valid           every alignment glibc serves, up to 2 GiB, allocated,
  *                   written and freed; malloc(64 TiB) must fail with ENOMEM
  *   bogus           each bad free in a child: must abort with a message
+ *   threads T R     T threads, R rounds each: fill with mixed small and
+ *                   medium blocks until malloc fails (so they run out
+ *                   together, and free memory moves between sizes while
+ *                   others allocate), check every block's pattern, free all
  *   fuzz N SEED     N frees of random addresses inside and around live and
  *                   freed blocks of every tier, each in a child: every one
  *                   that is not a live block's start must abort with a
@@ -24,6 +28,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -279,8 +284,76 @@ static int mode_fuzz(long n, uint64_t seed)
     return accepted || crashed;
 }
 
+#define PER_THREAD 400000
+
+typedef struct worker {
+    int id, rounds;
+    long reached_min, bad;
+} worker_t;
+
+static void *fill_worker(void *arg)
+{
+    worker_t *w = arg;
+    void **mine = ptrs + (size_t)(w->id - 1) * PER_THREAD;
+    uint64_t r = (uint64_t)w->id * 0x9E3779B97F4A7C15u + 1;
+    w->reached_min = -1;
+    for (int round = 0; round < w->rounds; round++) {
+        long n = 0;
+        while (n < PER_THREAD) {
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            size_t size = r % 64 ? 16 + r % (r % 3 ? 256 : 16000) : 20000 + r % (1u << 20);
+            uintptr_t *p = malloc(size);
+            if (!p)
+                break;
+            p[0] = (uintptr_t)p ^ 0x5a5a5a5a;
+            p[1] = size;
+            mine[n++] = p;
+        }
+        for (long k = 0; k < n; k++) {
+            uintptr_t *p = mine[k];
+            if (p[0] != ((uintptr_t)p ^ 0x5a5a5a5a) || malloc_usable_size(p) < p[1]) {
+                if (w->bad++ < 5)
+                    fprintf(stderr, "thread %d: block %p (#%ld) holds %#lx %#lx, usable %zu\n", w->id, (void *)p, k,
+                            (unsigned long)p[0], (unsigned long)p[1], malloc_usable_size(p));
+            }
+            free(p);
+        }
+        if (w->reached_min < 0 || n < w->reached_min)
+            w->reached_min = n;
+    }
+    return NULL;
+}
+
+static int mode_threads(int t, int rounds)
+{
+    pthread_t th[16];
+    worker_t w[16];
+    if (t > 16)
+        t = 16;
+    ptrs_init((size_t)t * PER_THREAD); /* before the threads use up the limit */
+    for (int i = 0; i < t; i++) {
+        w[i] = (worker_t){ .id = i + 1, .rounds = rounds };
+        if (pthread_create(&th[i], NULL, fill_worker, &w[i]) != 0)
+            return 2;
+    }
+    long bad = 0, least = -1;
+    for (int i = 0; i < t; i++) {
+        pthread_join(th[i], NULL);
+        bad += w[i].bad;
+        if (least < 0 || w[i].reached_min < least)
+            least = w[i].reached_min;
+    }
+    void *big = malloc((size_t)100 << 20);
+    printf("threads %d rounds %d: %ld corrupted, fewest blocks in a round %ld, 100 MiB after: %s\n", t, rounds,
+           bad, least, big ? "ok" : "NULL");
+    free(big);
+    return bad != 0 || least <= 0 || !big;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 4 && !strcmp(argv[1], "threads"))
+        return mode_threads(atoi(argv[2]), atoi(argv[3]));
     if (argc >= 2 && !strcmp(argv[1], "small"))
         return mode_small();
     if (argc >= 3 && !strcmp(argv[1], "fill"))
@@ -291,6 +364,6 @@ int main(int argc, char **argv)
         return mode_bogus();
     if (argc >= 4 && !strcmp(argv[1], "fuzz"))
         return mode_fuzz(atol(argv[2]), strtoull(argv[3], NULL, 0));
-    fprintf(stderr, "usage: %s small | fill S1,S2,... | valid | bogus | fuzz N SEED\n", argv[0]);
+    fprintf(stderr, "usage: %s small | fill S1,S2,... | threads T R | valid | bogus | fuzz N SEED\n", argv[0]);
     return 2;
 }
