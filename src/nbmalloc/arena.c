@@ -74,6 +74,24 @@ bool nbm__map_claim(uintptr_t slot, uintptr_t value)
     }
 }
 
+static _Atomic uint64_t reserved; /* arena and huge bytes mapped */
+
+bool nbm__budget_take(size_t bytes)
+{
+    uint64_t r = nbm_load_u64(&reserved);
+    for (;;) {
+        if (nbm__opt.limit && (r > nbm__opt.limit || bytes > nbm__opt.limit - r))
+            return false;
+        if (nbm_cas_u64(&reserved, &r, r + bytes))
+            return true;
+    }
+}
+
+void nbm__budget_give(size_t bytes)
+{
+    nbm_sub_u64(&reserved, bytes);
+}
+
 #define NBM_ARENA_FIRST_SHIFT 22 /* the first arena: 4 MiB */
 
 /* A new arena able to hold a block of `order`, or NULL (ENOMEM). */
@@ -93,13 +111,14 @@ static nbm_arena_t *arena_create(unsigned order)
         size_t msz = nbbs_meta_size(size, &cfg);
         if (msz == 0)
             nbm__fatal("back-end rejects the arena configuration, size", (void *)size);
-        char *meta = nbm__os_map(meta_offset() + msz);
-        if (!meta)
+        if (!nbm__budget_take(size))
             continue;
-        char *base = nbm__os_reserve_aligned(size, NBM_ARENA_SIZE);
+        char *meta = nbm__os_map(meta_offset() + msz);
+        char *base = meta ? nbm__os_reserve_aligned(size, NBM_ARENA_SIZE) : NULL;
         if (!base || ((uintptr_t)base >> NBM_ARENA_SHIFT) >= NBM_MAP_SIZE) {
             nbm__os_unmap(base, size);
             nbm__os_unmap(meta, meta_offset() + msz);
+            nbm__budget_give(size);
             continue;
         }
         nbm_arena_t *ar = (nbm_arena_t *)meta;
@@ -138,6 +157,7 @@ static size_t retire_empty_arenas(void)
             continue;
         }
         nbm__os_unmap((void *)ar->base, ar->size);
+        nbm__budget_give(ar->size);
         nbm_store_u32(&ar->retired, NBM_ARENA_RETIRED);
         nbm_stat_sub(&nbm__gstats.arena_bytes, ar->size);
         freed += ar->size;
@@ -152,7 +172,12 @@ static bool arena_revive(uint32_t seen, unsigned order)
         uint32_t one = NBM_ARENA_RETIRED;
         if (ar->max_order < order || !nbm_cas_u32(&ar->retired, &one, NBM_ARENA_REVIVING))
             continue;
+        if (!nbm__budget_take(ar->size)) {
+            nbm_store_u32(&ar->retired, NBM_ARENA_RETIRED);
+            continue;
+        }
         if (!nbm__os_map_at((void *)ar->base, ar->size)) {
+            nbm__budget_give(ar->size);
             nbm_store_u32(&ar->retired, NBM_ARENA_RETIRED);
             continue;
         }
@@ -201,8 +226,10 @@ static bool arena_grow(uint32_t seen, unsigned order)
     if (!ar)
         return false;
     if (!nbm__map_claim(ar->base >> NBM_ARENA_SHIFT, (uintptr_t)ar)) {
-        /* a slot being revived under us: give this one up (rare) */
+        /* a slot being revived under us: give this one up (rare; its
+         * metadata mapping is left, unused) */
         nbm__os_unmap((void *)ar->base, ar->size);
+        nbm__budget_give(ar->size);
         return false;
     }
     for (;;) {

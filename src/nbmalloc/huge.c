@@ -35,8 +35,11 @@ void *nbm__huge_alloc(size_t size, size_t align)
     for (int attempt = 0; attempt < 2; attempt++) {
         if (!d)
             d = nbm__desc_get(nbm__tc);
-        if (d && (base = nbm__os_reserve_aligned(total, slot_align)) != NULL)
-            break;
+        if (d && nbm__budget_take(total)) {
+            if ((base = nbm__os_reserve_aligned(total, slot_align)) != NULL)
+                break;
+            nbm__budget_give(total);
+        }
         if (attempt == 0 && !nbm__recover()) /* free memory held for other tiers, once */
             break;
     }
@@ -53,6 +56,7 @@ void *nbm__huge_alloc(size_t size, size_t align)
     if (!nbm__map_claim((uintptr_t)base >> NBM_ARENA_SHIFT, (uintptr_t)h | NBM_HUGE_TAG)) {
         /* Above the owner map's 47-bit reach: not ours to serve. */
         nbm__os_unmap(base, total);
+        nbm__budget_give(total);
         nbm__desc_put(nbm__tc, d);
         errno = ENOMEM;
         return NULL;
@@ -83,6 +87,7 @@ void nbm__huge_free(uintptr_t owner, void *p, const char *who)
     nbm_stat_sub(&nbm__gstats.huge_bytes, total);
     uint32_t d = h->count;
     nbm__os_unmap(p, total);
+    nbm__budget_give(total);
     nbm__desc_put(nbm__tc, d);
 }
 

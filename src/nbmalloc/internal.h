@@ -221,6 +221,7 @@ typedef struct nbm_options {
                                  sort(1) close fd 2 before exit */
     uint64_t purge_delay_ns;  /* NBM_PURGE_DELAY_MS */
     uint64_t cache_max;       /* NBM_MEDIUM_CACHE_MB, bytes */
+    uint64_t limit;           /* NBM_LIMIT_MB, bytes; 0 = none */
 } nbm_options_t;
 
 NBM_HIDDEN extern nbm_options_t nbm__opt;
@@ -267,6 +268,10 @@ NBM_HIDDEN void  *nbm__huge_alloc(size_t size, size_t align);
 NBM_HIDDEN void   nbm__huge_free(uintptr_t owner, void *p, const char *who);
 NBM_HIDDEN size_t nbm__huge_size(uintptr_t owner, const void *p, const char *who, const char *freed);
 NBM_HIDDEN bool   nbm__map_claim(uintptr_t slot, uintptr_t value); /* false: slot busy */
+/* Bytes of arenas and huge mappings reserved, against NBM_LIMIT_MB: take
+ * before reserving (false: over the limit), give back after unmapping. */
+NBM_HIDDEN bool   nbm__budget_take(size_t bytes);
+NBM_HIDDEN void   nbm__budget_give(size_t bytes);
 
 /* --- thread caches and small objects (tcache.c, desc.c) ------------------------ */
 NBM_HIDDEN void *nbm__small_alloc_generic(unsigned cls);
