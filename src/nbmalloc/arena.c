@@ -165,20 +165,30 @@ static size_t retire_empty_arenas(void)
     return freed;
 }
 
+/* Revives a retired arena able to hold `order`; also one whose slot went to
+ * a huge mapping (gone), if that mapping is freed and the range is free
+ * again: its records are reused rather than leaked. */
 static bool arena_revive(uint32_t seen, unsigned order)
 {
     for (uint32_t i = 0; i < seen; i++) {
         nbm_arena_t *ar = nbm__arena_at(i);
-        uint32_t one = NBM_ARENA_RETIRED;
-        if (ar->max_order < order || !nbm_cas_u32(&ar->retired, &one, NBM_ARENA_REVIVING))
+        uint32_t was = nbm_load_u32(&ar->retired);
+        if (ar->max_order < order || (was != NBM_ARENA_RETIRED && was != NBM_ARENA_GONE) ||
+            !nbm_cas_u32(&ar->retired, &was, NBM_ARENA_REVIVING))
             continue;
         if (!nbm__budget_take(ar->size)) {
-            nbm_store_u32(&ar->retired, NBM_ARENA_RETIRED);
+            nbm_store_u32(&ar->retired, was);
             continue;
         }
         if (!nbm__os_map_at((void *)ar->base, ar->size)) {
             nbm__budget_give(ar->size);
-            nbm_store_u32(&ar->retired, NBM_ARENA_RETIRED);
+            nbm_store_u32(&ar->retired, was);
+            continue;
+        }
+        if (was == NBM_ARENA_GONE && !nbm__map_claim(ar->base >> NBM_ARENA_SHIFT, (uintptr_t)ar)) {
+            nbm__os_unmap((void *)ar->base, ar->size);
+            nbm__budget_give(ar->size);
+            nbm_store_u32(&ar->retired, was);
             continue;
         }
         size_t top = NBM_PAGE << ar->max_order;

@@ -190,7 +190,7 @@ typedef struct nbm_arena {
 
 #define NBM_ARENA_RETIRED  1u /* emptied and unmapped, can be revived */
 #define NBM_ARENA_REVIVING 2u
-#define NBM_ARENA_GONE     3u /* its slot went to another mapping */
+#define NBM_ARENA_GONE     3u /* its slot went to another mapping (revived when free again) */
 #define NBM_UNIT_CARVED_SHIFT 8
 #define NBM_PAGE_FREED 0x80u
 
