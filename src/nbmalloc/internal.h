@@ -1,11 +1,12 @@
 /*
  * internal.h - nbmalloc's types, geometry and the inline fast paths.
  *
- * Address space. Every arena is a 1 GiB range aligned to 1 GiB and managed
- * by one nbbs instance (4 KiB min_block, 64 MiB max block); every huge
- * mapping starts on a 1 GiB boundary too. So the owner of any pointer is
- * nbm__map[p >> 30]: one load, never a scan. An entry is an arena pointer,
- * or a huge header with bit 0 set, or 0 (not ours).
+ * Address space. Every arena owns a 1 GiB slot aligned to 1 GiB and is
+ * managed by one nbbs instance (4 KiB min_block, max block 64 MiB or the
+ * arena's size); every huge mapping starts on a 1 GiB boundary too. So the
+ * owner of any pointer is nbm__map[p >> 30]: one load, never a scan. An
+ * entry is an arena pointer, a huge header with bit 0 set, a freed huge
+ * mapping's tombstone (its pointer | 3), or 0 (not ours).
  *
  * An arena's 1 GiB slot is reserved only up to the arena's size (4 MiB for
  * the first, doubling up to 1 GiB): the rest of the slot is address space
@@ -48,7 +49,7 @@
 #define NBM_CACHE_LINE  64
 
 /* --- geometry -------------------------------------------------------------- */
-#define NBM_ARENA_SHIFT 30                        /* 1 GiB arenas */
+#define NBM_ARENA_SHIFT 30                        /* 1 GiB slots (arenas up to 1 GiB) */
 #define NBM_ARENA_SIZE  ((size_t)1 << NBM_ARENA_SHIFT)
 #define NBM_MAP_BITS    (47 - NBM_ARENA_SHIFT)     /* x86-64 user space */
 #define NBM_MAP_SIZE    ((size_t)1 << NBM_MAP_BITS)
