@@ -218,7 +218,7 @@ static int mode_bogus(void)
     expect("realloc of the stack", &on_stack, OP_REALLOC, "invalid pointer");
     expect("usable size of the stack", &on_stack, OP_USABLE, "invalid pointer");
     free(s), free(m), free(h);
-    printf("bogus ok\n");
+    printf("bogus %s\n", failures ? "FAILED" : "ok");
     return failures != 0;
 }
 
