@@ -117,3 +117,4 @@ const bench_allocator_t bench_alloc_nbbs_cache = {
     .create = cc_create, .destroy = cc_destroy, .alloc = cc_alloc, .alloc_order = cc_alloc_order,
     .free = cc_free, .stats = cc_stats,
 };
+BENCH_ALLOCATOR(bench_alloc_nbbs_cache);

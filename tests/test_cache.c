@@ -33,6 +33,7 @@
 
 #include "check.h"
 #include "nbbs.h"
+#include "support/nbbs_testutil.h"
 
 static const nbbs_layout_t layouts[] = { NBBS_LAYOUT_TREE, NBBS_LAYOUT_BUNCH };
 #define FAKE_BASE ((char *)(uintptr_t)0x200000000ull) /* never mapped, never touched */
@@ -370,7 +371,7 @@ typedef struct {
 typedef struct {
     shared_t          *s;
     unsigned           id;
-    unsigned long long rng;
+    uint64_t           rng;
     long               allocs, nulls, drained;
 } worker_t;
 
@@ -430,7 +431,7 @@ static void *worker(void *arg)
     char *live[MAX_LIVE];
     int nlive = 0;
     for (long i = 0; i < s->ops && !atomic_load(&s->failed); i++) {
-        unsigned long long r = rnd_next(&w->rng);
+        uint64_t r = nbbs_tu_rand(&w->rng);
         if (nlive < MAX_LIVE && (nlive == 0 || r % 100 < 55)) {
             unsigned o = (unsigned)((r >> 8) % 16);
             o = o < 8 ? 0 : o < 11 ? 1 : o < 13 ? 2 : o < 14 ? 3 : 4 + (unsigned)((r >> 16) % 3);
@@ -445,13 +446,13 @@ static void *worker(void *arg)
             take(s, p, s->min_block << o);
             live[nlive++] = p;
         } else if (r % 100 < 88) {
-            int k = (int)(rnd_next(&w->rng) % (unsigned)nlive);
+            int k = (int)(nbbs_tu_rand(&w->rng) % (unsigned)nlive);
             give_back(s, (r >> 24) % 16 ? c : NULL, live[k]);
             live[k] = live[--nlive];
         } else if (r % 100 < 98) {
             /* Hand a block to another thread: it will free it on its cache. */
-            int k = (int)(rnd_next(&w->rng) % (unsigned)nlive);
-            char *got = atomic_exchange(&s->mailbox[rnd_next(&w->rng) % MAILBOX], live[k]);
+            int k = (int)(nbbs_tu_rand(&w->rng) % (unsigned)nlive);
+            char *got = atomic_exchange(&s->mailbox[nbbs_tu_rand(&w->rng) % MAILBOX], live[k]);
             if (got)
                 live[k] = got;
             else

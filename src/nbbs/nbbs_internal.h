@@ -177,18 +177,6 @@ static inline void nbbs__hole_mark(const nbbs_t *b, uint64_t leaf)
         nb_hole_or(w, bit);
 }
 
-/* A scan walked through all of group g and found no free candidate: clear
- * its bit (a load first, so a clear bit costs no write). A free that lands
- * between that walk and the clear loses its bit: a hole the visits will not
- * find, though plain scans still do; the price of not revisiting the group. */
-static inline void nbbs__hole_full(const nbbs_t *b, uint64_t g)
-{
-    NBBS_ATOMIC(uint64_t) *w = &b->holes[g >> 6];
-    uint64_t bit = UINT64_C(1) << (g & 63);
-    if (nb_hole_load(w) & bit)
-        nb_hole_and(w, ~bit);
-}
-
 /* The first group after g0 (wrapping; within NBBS_HOLE_WORDS words of the
  * bitmap) whose hole bit is set, its bit cleared; UINT64_MAX if none. */
 static inline uint64_t nbbs__hole_take(const nbbs_t *b, uint64_t g0)

@@ -86,7 +86,7 @@ void *nbm__realloc(void *p, size_t n)
         nbm__free_generic(p);
         return NULL;
     }
-    size_t us = nbm__usable(p, "realloc(): invalid pointer");
+    size_t us = nbm__usable(p, "realloc(): invalid pointer", "realloc(): freed pointer");
     if (n <= us && n >= us / 2)
         return p; /* in place: fits, and shrinking would free less than half */
     void *q = nbm__malloc_fast(n);

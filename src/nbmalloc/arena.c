@@ -1,10 +1,15 @@
 /*
  * arena.c - arenas on demand, the owner map, and medium blocks.
  *
- * Arenas. An arena is a 1 GiB range aligned to 1 GiB with one nbbs instance
- * (4 KiB min_block, 64 MiB max block) whose metadata, and our per-unit and
- * per-page bytes, sit in a separate mapping. When every arena is full, a
- * thread reserves a new one, registers it in the owner map with a CAS, and
+ * Arenas. An arena owns a 1 GiB slot of address space (aligned to 1 GiB) but
+ * reserves only its own size from the slot's start: 4 MiB for the first,
+ * doubling with each new arena up to 1 GiB, and smaller when the OS refuses
+ * that much (down to what the request needs). One nbbs instance (4 KiB
+ * min_block, blocks up to 64 MiB or the arena size) manages it; its metadata,
+ * and our per-unit words and per-page bytes, sit in a separate mapping. The
+ * reservation is aligned without a 2x over-map (nbm__os_reserve_aligned).
+ * When every arena is full, a thread reserves a new one, registers it in the
+ * owner map with a CAS, and
  * appends it to the arena table with a CAS on the first empty slot; a thread
  * that loses the slot race helps advance the count and tries the next slot.
  * No lock, and an arena is never removed, so readers need no protection.
@@ -13,7 +18,9 @@
  * are back-end blocks of the smallest order that holds max(size, align): the
  * back-end aligns a block to its size, and an arena base is 1 GiB aligned.
  * The page_order byte of the first page says the block is the user's; free
- * takes it with an exchange, so a double free or an interior pointer is seen.
+ * sets its bit 7 with a CAS (of two racing frees one wins, the other sees a
+ * double free), and the byte is cleared when the block goes back to the
+ * back-end, so an interior or never handed-out pointer finds 0.
  *
  * Decay. A thread keeps its last freed medium block of each order up to
  * 512 KiB for its next request of that order (no atomic RMW but the
@@ -45,40 +52,196 @@ static size_t meta_offset(void)
     return (sizeof(nbm_arena_t) + NBBS_META_ALIGN - 1) & ~(size_t)(NBBS_META_ALIGN - 1);
 }
 
-static nbm_arena_t *arena_create(void)
+/* Takes the owner-map entry of a slot whose start the caller has just
+ * mapped: the entry is 0, a tombstone, or a retired arena (whose range is
+ * unmapped: it is marked gone for good, so it is never revived). */
+bool nbm__map_claim(uintptr_t slot, uintptr_t value)
 {
-    nbbs_config_t cfg = { .min_block = NBM_PAGE, .max_order = NBM_MAX_ORDER, .layout = NBBS_LAYOUT_BUNCH };
-    size_t msz = nbbs_meta_size(NBM_ARENA_SIZE, &cfg);
-    if (msz == 0)
-        nbm__fatal("back-end rejects the arena configuration, meta size", (void *)msz);
-    char *meta = nbm__os_map(meta_offset() + msz);
-    if (!meta)
-        return NULL;
-    void *base = nbm__os_reserve_aligned(NBM_ARENA_SIZE, NBM_ARENA_SIZE);
-    if (!base) {
-        nbm__os_unmap(meta, meta_offset() + msz);
-        return NULL;
+    if (slot >= NBM_MAP_SIZE)
+        return false;
+    uintptr_t v = nbm_load_uptr(&nbm__map[slot]);
+    for (;;) {
+        if (v != 0 && (v & NBM_MAP_TOMB) != NBM_MAP_TOMB) {
+            if (v & NBM_HUGE_TAG)
+                return false; /* a live huge mapping */
+            nbm_arena_t *old = (nbm_arena_t *)v;
+            uint32_t r = nbm_load_u32(&old->retired);
+            if (r != NBM_ARENA_GONE && (r != NBM_ARENA_RETIRED || !nbm_cas_u32(&old->retired, &r, NBM_ARENA_GONE)))
+                return false; /* live, or being revived */
+        }
+        if (nbm_cas_uptr(&nbm__map[slot], &v, value))
+            return true;
     }
-    nbm_arena_t *ar = (nbm_arena_t *)meta;
-    ar->base = (uintptr_t)base;
-    ar->bb = nbbs_init(meta + meta_offset(), msz, base, NBM_ARENA_SIZE, &cfg);
-    if (!ar->bb)
-        nbm__fatal("back-end rejects the arena at", base);
-    return ar;
 }
 
-/* Called when a scan of the first `seen` arenas found no block. Returns
- * false when out of memory. */
-static bool arena_grow(uint32_t seen)
+static _Atomic uint64_t reserved; /* arena and huge bytes mapped */
+
+bool nbm__budget_take(size_t bytes)
+{
+    uint64_t r = nbm_load_u64(&reserved);
+    for (;;) {
+        if (nbm__opt.limit && (r > nbm__opt.limit || bytes > nbm__opt.limit - r))
+            return false;
+        if (nbm_cas_u64(&reserved, &r, r + bytes))
+            return true;
+    }
+}
+
+void nbm__budget_give(size_t bytes)
+{
+    nbm_sub_u64(&reserved, bytes);
+}
+
+#define NBM_ARENA_FIRST_SHIFT 22 /* the first arena: 4 MiB */
+
+/* A new arena able to hold a block of `order`, or NULL (ENOMEM). */
+static nbm_arena_t *arena_create(unsigned order)
+{
+    unsigned need = order + NBM_PAGE_SHIFT, want = NBM_ARENA_FIRST_SHIFT + nbm_load_u32(&narenas);
+    if (need < NBM_UNIT_SHIFT)
+        need = NBM_UNIT_SHIFT;
+    if (want > NBM_ARENA_SHIFT)
+        want = NBM_ARENA_SHIFT;
+    if (want < need)
+        want = need;
+    for (unsigned shift = want; shift >= need; shift--) {
+        size_t size = (size_t)1 << shift;
+        unsigned mo = shift - NBM_PAGE_SHIFT < NBM_MAX_ORDER ? shift - NBM_PAGE_SHIFT : NBM_MAX_ORDER;
+        nbbs_config_t cfg = { .min_block = NBM_PAGE, .max_order = mo, .layout = NBBS_LAYOUT_BUNCH };
+        size_t msz = nbbs_meta_size(size, &cfg);
+        if (msz == 0)
+            nbm__fatal("back-end rejects the arena configuration, size", (void *)size);
+        if (!nbm__budget_take(size))
+            continue;
+        char *meta = nbm__os_map(meta_offset() + msz);
+        char *base = meta ? nbm__os_reserve_aligned(size, NBM_ARENA_SIZE) : NULL;
+        if (!base || ((uintptr_t)base >> NBM_ARENA_SHIFT) >= NBM_MAP_SIZE) {
+            nbm__os_unmap(base, size);
+            nbm__os_unmap(meta, meta_offset() + msz);
+            nbm__budget_give(size);
+            continue;
+        }
+        nbm_arena_t *ar = (nbm_arena_t *)meta;
+        ar->base = (uintptr_t)base;
+        ar->size = size;
+        ar->max_order = mo;
+        ar->bb = nbbs_init(meta + meta_offset(), msz, base, size, &cfg);
+        if (!ar->bb)
+            nbm__fatal("back-end rejects the arena at", base);
+        return ar;
+    }
+    return NULL;
+}
+
+/* Retiring. An arena whose blocks are all free can give its address space
+ * back: the retirer allocates every top-level block itself (so no one else
+ * can get any), then unmaps the range. The arena stays in the table and the
+ * owner map (its records say "nothing here", so a pointer into it is
+ * invalid); reviving maps the range again and frees the blocks. Only done
+ * after an allocation failed, to make room for a mapping of another kind. */
+static size_t retire_empty_arenas(void)
+{
+    size_t freed = 0;
+    for (uint32_t i = 0; i < nbm_load_u32(&narenas); i++) {
+        nbm_arena_t *ar = nbm__arena_at(i);
+        if (nbm_load_u32(&ar->retired) != 0)
+            continue;
+        size_t top = NBM_PAGE << ar->max_order, n = ar->size / top, got = 0;
+        void *taken[NBM_ARENA_SIZE >> (NBM_PAGE_SHIFT + NBM_MAX_ORDER)];
+        for (; got < n; got++)
+            if (!(taken[got] = nbbs_alloc_order(ar->bb, ar->max_order)))
+                break;
+        if (got < n) { /* something is in use: give back what was taken */
+            while (got)
+                nbm__block_free(ar, taken[--got]);
+            continue;
+        }
+        nbm__os_unmap((void *)ar->base, ar->size);
+        nbm__budget_give(ar->size);
+        nbm_store_u32(&ar->retired, NBM_ARENA_RETIRED);
+        nbm_stat_sub(&nbm__gstats.arena_bytes, ar->size);
+        freed += ar->size;
+    }
+    return freed;
+}
+
+/* Revives a retired arena able to hold `order`; also one whose slot went to
+ * a huge mapping (gone), if that mapping is freed and the range is free
+ * again: its records are reused rather than leaked. */
+static bool arena_revive(uint32_t seen, unsigned order)
+{
+    for (uint32_t i = 0; i < seen; i++) {
+        nbm_arena_t *ar = nbm__arena_at(i);
+        uint32_t was = nbm_load_u32(&ar->retired);
+        if (ar->max_order < order || (was != NBM_ARENA_RETIRED && was != NBM_ARENA_GONE) ||
+            !nbm_cas_u32(&ar->retired, &was, NBM_ARENA_REVIVING))
+            continue;
+        if (!nbm__budget_take(ar->size)) {
+            nbm_store_u32(&ar->retired, was);
+            continue;
+        }
+        if (!nbm__os_map_at((void *)ar->base, ar->size)) {
+            nbm__budget_give(ar->size);
+            nbm_store_u32(&ar->retired, was);
+            continue;
+        }
+        if (was == NBM_ARENA_GONE && !nbm__map_claim(ar->base >> NBM_ARENA_SHIFT, (uintptr_t)ar)) {
+            nbm__os_unmap((void *)ar->base, ar->size);
+            nbm__budget_give(ar->size);
+            nbm_store_u32(&ar->retired, was);
+            continue;
+        }
+        size_t top = NBM_PAGE << ar->max_order;
+        nbm_store_u32(&ar->retired, 0);
+        for (size_t k = 0; k < ar->size / top; k++)
+            nbm__block_free(ar, (void *)(ar->base + k * top));
+        nbm_stat_add(&nbm__gstats.arena_bytes, ar->size);
+        return true;
+    }
+    return false;
+}
+
+/* After an allocation found no memory: return everything free that is held
+ * for one use to where any use can take it (the caller's cached medium
+ * blocks and the shared cache to the back-end, empty small-object chunks to
+ * the back-end, empty arenas to the OS). True if anything was returned. */
+bool nbm__recover(void)
+{
+    bool any = nbm_load_u64_relaxed(&nbm__gstats.medium_cached) != 0;
+    nbm_tcache_t *tc = nbm__tc;
+    for (unsigned o = 0; tc && o < NBM_MCACHE_ORDERS; o++)
+        if (tc->mcache[o]) {
+            void *p = tc->mcache[o];
+            tc->mcache[o] = NULL;
+            nbm__medium_release(p, o);
+            any = true;
+        }
+    nbm__decay_sweep(true);
+    any |= nbm__reclaim_chunks() != 0;
+    any |= retire_empty_arenas() != 0;
+    return any;
+}
+
+/* Called when a scan of the first `seen` arenas found no block of `order`.
+ * Returns false when out of memory. */
+static bool arena_grow(uint32_t seen, unsigned order)
 {
     if (nbm_load_u32(&narenas) != seen)
         return true; /* another thread grew meanwhile: rescan first */
-    nbm_arena_t *ar = arena_create();
+    if (arena_revive(seen, order))
+        return true;
+    if (seen >= NBM_ARENA_MAX)
+        return false;
+    nbm_arena_t *ar = arena_create(order);
     if (!ar)
         return false;
-    uintptr_t none = 0;
-    if (!nbm_cas_uptr(&nbm__map[ar->base >> NBM_ARENA_SHIFT], &none, (uintptr_t)ar))
-        nbm__fatal("owner map entry already taken for arena", (void *)ar->base);
+    if (!nbm__map_claim(ar->base >> NBM_ARENA_SHIFT, (uintptr_t)ar)) {
+        /* a slot being revived under us: give this one up (rare; its
+         * metadata mapping is left, unused) */
+        nbm__os_unmap((void *)ar->base, ar->size);
+        nbm__budget_give(ar->size);
+        return false;
+    }
     for (;;) {
         uint32_t n = nbm_load_u32(&narenas);
         if (n >= NBM_ARENA_MAX)
@@ -90,6 +253,7 @@ static bool arena_grow(uint32_t seen)
         nbm_cas_u32(&narenas, &n, n + 1);
         if (won) {
             nbm_stat_add(&nbm__gstats.arenas, 1);
+            nbm_stat_add(&nbm__gstats.arena_bytes, ar->size);
             return true;
         }
     }
@@ -107,7 +271,7 @@ static void check_fresh(void *p, unsigned order)
     size_t pages = (size_t)1 << order, u0 = off >> NBM_UNIT_SHIFT;
     size_t units = (NBM_PAGE << order) >> NBM_UNIT_SHIFT;
     for (size_t u = 0; u < (units ? units : 1); u++)
-        if (nbm_load_u8_relaxed(&ar->unit_class[u0 + u]))
+        if (nbm_load_u32_relaxed(&ar->unit[u0 + u]))
             nbm__fatal("internal error: back-end block overlaps a live chunk at", p);
     for (size_t k = 0; k < pages; k++)
         if (nbm_load_u8_relaxed(&ar->page_order[(off >> NBM_PAGE_SHIFT) + k]))
@@ -116,13 +280,15 @@ static void check_fresh(void *p, unsigned order)
 
 void *nbm__block_alloc(unsigned order, uint32_t *hint)
 {
-    bool swept = false;
+    bool swept = false, recovered = false;
     for (;;) {
         uint32_t n = nbm_load_u32(&narenas);
         uint32_t h = *hint < n ? *hint : 0;
         for (uint32_t k = 0; k < n; k++) {
             uint32_t i = h + k < n ? h + k : h + k - n;
             nbm_arena_t *ar = (nbm_arena_t *)nbm_load_uptr(&arenas[i]);
+            if (order > ar->max_order || nbm_load_u32_relaxed(&ar->retired))
+                continue;
             void *p = nbbs_alloc_order(ar->bb, order);
             if (p) {
                 *hint = i;
@@ -135,8 +301,11 @@ void *nbm__block_alloc(unsigned order, uint32_t *hint)
             nbm__decay_sweep(true);
             continue;
         }
-        if (!arena_grow(n))
+        if (arena_grow(n, order))
+            continue;
+        if (recovered || !nbm__recover())
             return NULL;
+        recovered = true;
     }
 }
 
@@ -144,6 +313,11 @@ void nbm__block_free(nbm_arena_t *ar, void *p)
 {
     if (nbbs_free(ar->bb, p) != 0)
         nbm__fatal("internal error: back-end refused to free block", p);
+}
+
+static _Atomic uint8_t *page_byte(nbm_arena_t *ar, const void *p)
+{
+    return &ar->page_order[((uintptr_t)p - ar->base) >> NBM_PAGE_SHIFT];
 }
 
 static unsigned order_for(size_t n)
@@ -165,7 +339,7 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh)
         tc->mcache[order] = NULL;
         *fresh = false;
     } else {
-        uint32_t d = nbm__stack_pop(&decay[order], (char *)nbm__descs, sizeof(nbm_desc_t));
+        uint32_t d = nbm__stack_pop(&decay[order], &nbm__desc_pool);
         if (d) {
             p = nbm__desc(d)->list;
             nbm_stat_sub(&nbm__gstats.medium_cached, NBM_PAGE << order);
@@ -181,7 +355,7 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh)
     }
     nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)p);
     /* Relaxed: read by a free, which the user orders after this return. */
-    nbm_store_u8_relaxed(&ar->page_order[((uintptr_t)p - ar->base) >> NBM_PAGE_SHIFT], (uint8_t)(order + 1));
+    nbm_store_u8_relaxed(page_byte(ar, p), (uint8_t)(order + 1));
     if (tc)
         tc->medium_delta++;
     else
@@ -189,25 +363,36 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh)
     return p;
 }
 
-static unsigned medium_order(nbm_arena_t *ar, const void *p, const char *who, bool take)
+/* The order of the live medium block at p. A pointer that is not a page
+ * start, or whose page byte is 0 (interior, never handed out, past the
+ * arena's end, back in the back-end) is `who`; a block freed and still cached
+ * is `freed`. With take, marks the block freed (CAS: one of two racing frees). */
+static unsigned medium_order(nbm_arena_t *ar, const void *p, const char *who, const char *freed, bool take)
 {
     uintptr_t off = (uintptr_t)p - ar->base;
     if (off & (NBM_PAGE - 1))
         nbm__fatal(who, p);
-    _Atomic uint8_t *slot = &ar->page_order[off >> NBM_PAGE_SHIFT];
-    uint8_t o1 = take ? nbm_xchg_u8(slot, 0) : nbm_load_u8_relaxed(slot);
-    if (o1 == 0)
-        nbm__fatal(who, p); /* never handed out, interior, or already freed */
-    return o1 - 1u;
+    _Atomic uint8_t *slot = page_byte(ar, p);
+    uint8_t o1 = nbm_load_u8_relaxed(slot);
+    for (;;) {
+        if (o1 == 0)
+            nbm__fatal(who, p);
+        if (o1 & NBM_PAGE_FREED)
+            nbm__fatal(freed, p);
+        if (!take || nbm_cas_u8(slot, &o1, (uint8_t)(o1 | NBM_PAGE_FREED)))
+            return o1 - 1u;
+    }
 }
 
-size_t nbm__medium_size(nbm_arena_t *ar, const void *p, const char *who)
+size_t nbm__medium_size(nbm_arena_t *ar, const void *p, const char *who, const char *freed)
 {
-    return NBM_PAGE << medium_order(ar, p, who, false);
+    return NBM_PAGE << medium_order(ar, p, who, freed, false);
 }
 
 static void release(nbm_arena_t *ar, void *p, unsigned order)
 {
+    /* Relaxed: the block is ours alone; the back-end's CAS publishes it. */
+    nbm_store_u8_relaxed(page_byte(ar, p), 0);
     nbm__os_purge(p, NBM_PAGE << order);
     nbm_stat_add(&nbm__gstats.purged, NBM_PAGE << order);
     nbm__block_free(ar, p);
@@ -215,7 +400,7 @@ static void release(nbm_arena_t *ar, void *p, unsigned order)
 
 void nbm__medium_free(nbm_arena_t *ar, void *p, const char *who)
 {
-    unsigned order = medium_order(ar, p, who, true);
+    unsigned order = medium_order(ar, p, who, "free(): double free detected for", true);
     nbm_tcache_t *tc = nbm__tc;
     if (tc) {
         tc->medium_delta--;
@@ -241,12 +426,16 @@ void nbm__medium_release(void *p, unsigned order)
     }
     uint64_t now = nbm__os_now_ns();
     uint32_t d = nbm__desc_get(nbm__tc);
+    if (!d) { /* out of memory: straight back to the back-end */
+        release((nbm_arena_t *)nbm__owner((uintptr_t)p), p, order);
+        return;
+    }
     nbm_desc_t *ds = nbm__desc(d);
     ds->list = p;
     ds->count = order;
     ds->bump = (char *)(uintptr_t)now;
     nbm_stat_add(&nbm__gstats.medium_cached, size);
-    nbm__stack_push(&decay[order], (char *)nbm__descs, sizeof(nbm_desc_t), d, d);
+    nbm__stack_push(&decay[order], &nbm__desc_pool, d, d);
     uint64_t last = nbm_load_u64_relaxed(&last_sweep);
     if (now - last >= nbm__opt.purge_delay_ns && nbm_cas_u64(&last_sweep, &last, now))
         nbm__decay_sweep(false);
@@ -280,6 +469,6 @@ void nbm__decay_sweep(bool all)
             d = next;
         }
         if (keep_first)
-            nbm__stack_push(&decay[order], (char *)nbm__descs, sizeof(nbm_desc_t), keep_first, keep_last);
+            nbm__stack_push(&decay[order], &nbm__desc_pool, keep_first, keep_last);
     }
 }

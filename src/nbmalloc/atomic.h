@@ -32,6 +32,10 @@ static inline bool nbm_cas_u32(_Atomic uint32_t *p, uint32_t *old, uint32_t v)
 {
     return atomic_compare_exchange_strong_explicit(p, old, v, NBM_SC, NBM_SC);
 }
+static inline bool nbm_cas_u8(_Atomic uint8_t *p, uint8_t *old, uint8_t v)
+{
+    return atomic_compare_exchange_strong_explicit(p, old, v, NBM_SC, NBM_SC);
+}
 static inline uint64_t nbm_add_u64(_Atomic uint64_t *p, uint64_t v)
 {
     return atomic_fetch_add_explicit(p, v, NBM_SC);
@@ -61,6 +65,7 @@ static inline uint32_t nbm_load_u32_relaxed(_Atomic uint32_t *p) { return atomic
 static inline uintptr_t nbm_load_uptr_relaxed(_Atomic uintptr_t *p) { return atomic_load_explicit(p, NBM_RLX); }
 static inline uint8_t nbm_load_u8_relaxed(_Atomic uint8_t *p) { return atomic_load_explicit(p, NBM_RLX); }
 static inline void nbm_store_u32_relaxed(_Atomic uint32_t *p, uint32_t v) { atomic_store_explicit(p, v, NBM_RLX); }
+static inline void nbm_store_uptr_relaxed(_Atomic uintptr_t *p, uintptr_t v) { atomic_store_explicit(p, v, NBM_RLX); }
 static inline void nbm_store_u8_relaxed(_Atomic uint8_t *p, uint8_t v) { atomic_store_explicit(p, v, NBM_RLX); }
 
 /* Statistics counters: relaxed, nothing is ordered by them. */

@@ -9,32 +9,70 @@
  * read of a link is harmless. All of it is lock-free: a CAS fails only when
  * another thread's CAS on the same top succeeded.
  *
- * Descriptors come from one reserved array of NBM_DESC_MAX records. A thread
- * keeps up to NBM_DESC_STASH free ones; beyond that, half go back to the
- * shared free stack as one chain (one CAS); when empty it pops one, or takes a
- * fresh range of indices with one fetch-add.
+ * Nodes live in pools (nbm_pool_t): chunks of records mapped on first use
+ * and never unmapped, found through a small static directory. A pool grows
+ * with a CAS on its fresh-index counter after the chunks the new indices need
+ * are mapped (a thread that loses the race to publish a chunk unmaps its
+ * own); a failed mapping is reported as 0, never as an abort.
+ *
+ * Descriptors: a thread keeps up to NBM_DESC_STASH free ones; beyond that,
+ * half go back to the shared free stack as one chain (one CAS); when empty it
+ * pops one, or takes a fresh range of indices from the pool.
  */
 #include "internal.h"
 
-#define NBM_DESC_MAX  ((uint32_t)1 << 25) /* 1 GiB of address space, touched as used */
-#define NBM_DESC_GRAB 32u
+#define NBM_DESC_SHIFT 12                         /* 4096 descriptors (128 KiB) a chunk */
+#define NBM_DESC_MAX   ((uint32_t)1 << 25)        /* 1 GiB of descriptors at most */
+#define NBM_DESC_GRAB  32u
 
-nbm_desc_t *nbm__descs;
-static _Atomic uint32_t desc_fresh = 1; /* next never-used index; 0 is "none" */
+static _Atomic uintptr_t desc_chunks[NBM_DESC_MAX >> NBM_DESC_SHIFT];
+nbm_pool_t nbm__desc_pool = { .chunks = desc_chunks, .stride = sizeof(nbm_desc_t),
+                              .shift = NBM_DESC_SHIFT, .max = NBM_DESC_MAX, .fresh = 1 };
 static nbm_stack_t desc_free;
 
-static inline _Atomic uint32_t *link_of(char *base, size_t stride, uint32_t i)
+static inline _Atomic uint32_t *link_of(nbm_pool_t *pl, uint32_t i)
 {
-    return (_Atomic uint32_t *)(base + (size_t)i * stride);
+    return (_Atomic uint32_t *)nbm__pool_rec(pl, i);
+}
+
+/* Maps chunk c of the pool if nobody has; false if the mapping fails. */
+static bool pool_chunk(nbm_pool_t *pl, uint32_t c)
+{
+    if (nbm_load_uptr(&pl->chunks[c]))
+        return true;
+    size_t bytes = pl->stride << pl->shift;
+    void *m = nbm__os_map(bytes);
+    if (!m)
+        return false;
+    uintptr_t none = 0;
+    if (nbm_cas_uptr(&pl->chunks[c], &none, (uintptr_t)m))
+        nbm_stat_add(&pl->mapped, bytes);
+    else
+        nbm__os_unmap(m, bytes); /* another thread published it first */
+    return true;
+}
+
+uint32_t nbm__pool_fresh(nbm_pool_t *pl, uint32_t n)
+{
+    uint32_t f = nbm_load_u32(&pl->fresh);
+    for (;;) {
+        if (f >= pl->max || pl->max - f < n)
+            return 0;
+        for (uint32_t c = f >> pl->shift; c <= (f + n - 1) >> pl->shift; c++)
+            if (!pool_chunk(pl, c))
+                return 0;
+        if (nbm_cas_u32(&pl->fresh, &f, f + n))
+            return f;
+    }
 }
 
 /* Pushes the chain first..last (already linked through the nodes). The
  * relaxed store of last's link is published by the seq_cst CAS on top. */
-void nbm__stack_push(nbm_stack_t *s, char *base, size_t stride, uint32_t first, uint32_t last)
+void nbm__stack_push(nbm_stack_t *s, nbm_pool_t *pl, uint32_t first, uint32_t last)
 {
     uint64_t old = nbm_load_u64(&s->top);
     for (;;) {
-        nbm_store_u32_relaxed(link_of(base, stride, last), (uint32_t)old);
+        nbm_store_u32_relaxed(link_of(pl, last), (uint32_t)old);
         uint64_t nw = ((old >> 32) + 1) << 32 | first;
         if (nbm_cas_u64(&s->top, &old, nw))
             return;
@@ -44,14 +82,14 @@ void nbm__stack_push(nbm_stack_t *s, char *base, size_t stride, uint32_t first, 
 /* Returns a node index, or 0 when empty. The link is read relaxed: if the
  * node was popped and reused meanwhile, the version changed and the CAS
  * fails; if not, the seq_cst load of top ordered the pusher's link store. */
-uint32_t nbm__stack_pop(nbm_stack_t *s, char *base, size_t stride)
+uint32_t nbm__stack_pop(nbm_stack_t *s, nbm_pool_t *pl)
 {
     uint64_t old = nbm_load_u64(&s->top);
     for (;;) {
         uint32_t i = (uint32_t)old;
         if (i == 0)
             return 0;
-        uint32_t next = nbm_load_u32_relaxed(link_of(base, stride, i));
+        uint32_t next = nbm_load_u32_relaxed(link_of(pl, i));
         uint64_t nw = ((old >> 32) + 1) << 32 | next;
         if (nbm_cas_u64(&s->top, &old, nw))
             return i;
@@ -71,31 +109,19 @@ uint32_t nbm__stack_pop_all(nbm_stack_t *s)
     }
 }
 
-void nbm__desc_init(void)
-{
-    nbm__descs = nbm__os_map((size_t)NBM_DESC_MAX * sizeof(nbm_desc_t));
-    if (!nbm__descs)
-        nbm__fatal("cannot reserve descriptors, size", (void *)((size_t)NBM_DESC_MAX * sizeof(nbm_desc_t)));
-}
-
-static uint32_t desc_fresh_range(uint32_t n)
-{
-    uint32_t i = nbm_add_u32(&desc_fresh, n);
-    if (i > NBM_DESC_MAX - n)
-        nbm__fatal("out of batch descriptors at index", (void *)(uintptr_t)i);
-    return i;
-}
-
+/* A free descriptor, or 0 when none can be mapped. */
 uint32_t nbm__desc_get(nbm_tcache_t *tc)
 {
     if (tc && tc->ndesc)
         return tc->desc[--tc->ndesc];
-    uint32_t d = nbm__stack_pop(&desc_free, (char *)nbm__descs, sizeof(nbm_desc_t));
+    uint32_t d = nbm__stack_pop(&desc_free, &nbm__desc_pool);
     if (d)
         return d;
     if (!tc)
-        return desc_fresh_range(1);
-    uint32_t first = desc_fresh_range(NBM_DESC_GRAB);
+        return nbm__pool_fresh(&nbm__desc_pool, 1);
+    uint32_t first = nbm__pool_fresh(&nbm__desc_pool, NBM_DESC_GRAB);
+    if (!first)
+        return nbm__pool_fresh(&nbm__desc_pool, 1); /* 0 when memory is out */
     for (uint32_t k = 1; k < NBM_DESC_GRAB; k++)
         tc->desc[tc->ndesc++] = first + k;
     return first;
@@ -111,13 +137,13 @@ static void desc_release(nbm_tcache_t *tc, uint32_t keep)
         last = tc->desc[k];
     }
     tc->ndesc = keep;
-    nbm__stack_push(&desc_free, (char *)nbm__descs, sizeof(nbm_desc_t), first, last);
+    nbm__stack_push(&desc_free, &nbm__desc_pool, first, last);
 }
 
 void nbm__desc_put(nbm_tcache_t *tc, uint32_t d)
 {
     if (!tc) {
-        nbm__stack_push(&desc_free, (char *)nbm__descs, sizeof(nbm_desc_t), d, d);
+        nbm__stack_push(&desc_free, &nbm__desc_pool, d, d);
         return;
     }
     if (tc->ndesc == NBM_DESC_STASH)

@@ -3,14 +3,16 @@
  *
  * Detected and reported (one line naming the pointer, then abort):
  *  - a pointer outside every arena and huge mapping (never returned);
- *  - a pointer in a small-object chunk that is not on an object boundary;
- *  - a small object freed while it carries the freed-object tag (double free,
- *    wherever the first free put it: any thread's cache or a shared batch);
+ *  - a pointer in a small-object chunk that is not on an object boundary, or
+ *    past the objects carved so far (never handed out);
+ *  - a small object that carries the freed-object tag: freed already
+ *    (wherever the first free put it: any thread's cache or a shared batch),
+ *    or carved onto a free list and never handed out ("double free");
  *  - a medium pointer that is not the start of a block handed out (interior,
- *    never allocated, or already freed: its page byte is taken by exchange);
+ *    never allocated, back in the back-end: "invalid pointer"), or a block
+ *    freed and still cached ("double free");
  *  - a huge pointer that is not the mapping's user pointer, or freed twice.
- * Not detected: an object-aligned address inside a chunk that was never
- * handed out; a double free of a small object whose tag word the program
+ * Not detected: a double free of a small object whose tag word the program
  * overwrote after the first free (a use after free).
  */
 #include "internal.h"
@@ -28,8 +30,8 @@ void nbm__free_generic(void *p)
         return;
     }
     nbm_arena_t *ar = (nbm_arena_t *)owner;
-    unsigned c1 = nbm__unit_class(ar, a);
-    if (c1 == 0) {
+    uint32_t w = nbm__unit_word(ar, a);
+    if (w == 0) {
         nbm__medium_free(ar, p, "free(): invalid pointer");
         return;
     }
@@ -38,15 +40,17 @@ void nbm__free_generic(void *p)
         nbm__free_fast(p);
         return;
     }
-    const nbm_class_t *c = &nbm__classes[c1 - 1];
-    if (!nbm__offset_ok(c, a))
+    unsigned cls = (w & 0xffu) - 1;
+    if (!nbm__offset_ok(&nbm__classes[cls], a, w))
         nbm__fatal("free(): invalid pointer", p);
     if (((uintptr_t *)p)[1] == (a ^ nbm__secret))
         nbm__fatal("free(): double free detected for", p);
-    nbm__small_free_generic(p, c1 - 1);
+    nbm__small_free_generic(p, cls);
 }
 
-size_t nbm__usable(const void *p, const char *who)
+/* The usable size of a live block; `who` for a pointer that never was one,
+ * `freed` for a block freed already (realloc, malloc_usable_size). */
+size_t nbm__usable(const void *p, const char *who, const char *freed)
 {
     if (!p)
         return 0;
@@ -55,20 +59,25 @@ size_t nbm__usable(const void *p, const char *who)
     if (owner == 0)
         nbm__fatal(who, p);
     if (owner & NBM_HUGE_TAG)
-        return nbm__huge_size(owner, p, who);
+        return nbm__huge_size(owner, p, who, freed);
     nbm_arena_t *ar = (nbm_arena_t *)owner;
-    unsigned c1 = nbm__unit_class(ar, a);
-    if (c1 == 0)
-        return nbm__medium_size(ar, p, who);
-    const nbm_class_t *c = &nbm__classes[c1 - 1];
-    if (!nbm__offset_ok(c, a))
+    uint32_t w = nbm__unit_word(ar, a);
+    if (w == 0)
+        return nbm__medium_size(ar, p, who, freed);
+    const nbm_class_t *c = &nbm__classes[(w & 0xffu) - 1];
+    if (!nbm__offset_ok(c, a, w))
         nbm__fatal(who, p);
+    if (((const uintptr_t *)p)[1] == (a ^ nbm__secret))
+        nbm__fatal(freed, p);
     return c->size;
 }
 
 void nbm_free(void *p) { nbm__free_fast(p); }
 
-size_t nbm_usable_size(const void *p) { return nbm__usable(p, "malloc_usable_size(): invalid pointer"); }
+size_t nbm_usable_size(const void *p)
+{
+    return nbm__usable(p, "malloc_usable_size(): invalid pointer", "malloc_usable_size(): freed pointer");
+}
 
 void nbm_thread_flush(void)
 {

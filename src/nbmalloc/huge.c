@@ -1,67 +1,97 @@
 /*
- * huge.c - requests above NBM_MEDIUM_MAX: one OS mapping each.
+ * huge.c - requests above NBM_MEDIUM_MAX (or aligned beyond it): one OS
+ * mapping each.
  *
- * The mapping starts on a 1 GiB boundary, so its first 1 GiB unit belongs to
- * it alone and its owner-map entry can point at the header (tag bit 0 set).
- * The header sits in the first page (or the first `align` bytes) before the
- * user pointer. free checks the pointer against the header, clears the entry
- * with a CAS (of two racing frees one wins, the other is reported) and unmaps.
+ * The mapping starts on a 1 GiB boundary (or the requested alignment, if
+ * larger), and the user pointer is its start: every alignment up to the
+ * mapping's own is served, 1 GiB and 2 GiB included. Its first 1 GiB slot
+ * belongs to it alone, so the slot's owner-map entry points at its header (tag
+ * bit 0 set). The header is a descriptor (size and user pointer), outside user
+ * memory. The reservation is aligned without a 2x over-map
+ * (nbm__os_reserve_aligned); a refused mapping is ENOMEM.
+ *
+ * free checks the pointer against the header and replaces the entry with a
+ * tombstone (user pointer | 3) by CAS: of two racing frees one wins, and a
+ * later free of the same pointer finds the tombstone and is reported as a
+ * double free (any other pointer in the slot as invalid). The next arena or
+ * huge mapping placed in the slot overwrites the tombstone.
  */
 #include <errno.h>
 
 #include "internal.h"
 
-typedef struct nbm_huge {
-    void  *user;     /* the pointer handed out */
-    size_t map_size; /* bytes mapped from the header on */
-} nbm_huge_t;
+#define NBM_HUGE_MAX_ALIGN ((size_t)1 << 40)
 
 void *nbm__huge_alloc(size_t size, size_t align)
 {
-    size_t off = align > NBM_PAGE ? align : NBM_PAGE;
-    if (size > SIZE_MAX / 2 || off > NBM_ARENA_SIZE) {
+    size_t slot_align = align > NBM_ARENA_SIZE ? align : NBM_ARENA_SIZE;
+    if (size > ((size_t)1 << 47) || align > NBM_HUGE_MAX_ALIGN) {
         errno = ENOMEM;
         return NULL;
     }
-    size_t total = off + ((size + NBM_PAGE - 1) & ~(NBM_PAGE - 1));
-    char *base = nbm__os_reserve_aligned(total, NBM_ARENA_SIZE);
-    if (!base || ((uintptr_t)base >> NBM_ARENA_SHIFT) >= NBM_MAP_SIZE) {
+    size_t total = (size + NBM_PAGE - 1) & ~(NBM_PAGE - 1);
+    uint32_t d = 0;
+    char *base = NULL;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (!d)
+            d = nbm__desc_get(nbm__tc);
+        if (d && nbm__budget_take(total)) {
+            if ((base = nbm__os_reserve_aligned(total, slot_align)) != NULL)
+                break;
+            nbm__budget_give(total);
+        }
+        if (attempt == 0 && !nbm__recover()) /* free memory held for other tiers, once */
+            break;
+    }
+    if (!base) {
+        if (d)
+            nbm__desc_put(nbm__tc, d);
+        errno = ENOMEM;
+        return NULL;
+    }
+    nbm_desc_t *h = nbm__desc(d);
+    h->list = base;
+    h->count = d; /* its own index, to give it back */
+    h->bump = (char *)(uintptr_t)total;
+    if (!nbm__map_claim((uintptr_t)base >> NBM_ARENA_SHIFT, (uintptr_t)h | NBM_HUGE_TAG)) {
+        /* Above the owner map's 47-bit reach: not ours to serve. */
         nbm__os_unmap(base, total);
+        nbm__budget_give(total);
+        nbm__desc_put(nbm__tc, d);
         errno = ENOMEM;
         return NULL;
     }
-    nbm_huge_t *h = (nbm_huge_t *)base;
-    h->user = base + off;
-    h->map_size = total;
-    uintptr_t none = 0;
-    if (!nbm_cas_uptr(&nbm__map[(uintptr_t)base >> NBM_ARENA_SHIFT], &none, (uintptr_t)h | NBM_HUGE_TAG))
-        nbm__fatal("internal error: owner map entry taken for huge mapping", base);
     nbm_stat_add(&nbm__gstats.huge_live, 1);
     nbm_stat_add(&nbm__gstats.huge_bytes, total);
-    return h->user;
+    return base;
 }
 
-static nbm_huge_t *header(uintptr_t owner, const void *p, const char *who)
+static nbm_desc_t *header(uintptr_t owner, const void *p, const char *who, const char *freed)
 {
-    nbm_huge_t *h = (nbm_huge_t *)(owner & ~NBM_HUGE_TAG);
-    if (h->user != p)
+    if ((owner & NBM_MAP_TOMB) == NBM_MAP_TOMB)
+        nbm__fatal((owner & ~NBM_MAP_TOMB) == (uintptr_t)p ? freed : who, p);
+    nbm_desc_t *h = (nbm_desc_t *)(owner & ~NBM_HUGE_TAG);
+    if (h->list != p)
         nbm__fatal(who, p);
     return h;
 }
 
 void nbm__huge_free(uintptr_t owner, void *p, const char *who)
 {
-    nbm_huge_t *h = header(owner, p, who);
-    size_t total = h->map_size;
-    if (!nbm_cas_uptr(&nbm__map[(uintptr_t)h >> NBM_ARENA_SHIFT], &owner, 0))
-        nbm__fatal("free(): double free detected for", p);
+    const char *freed = "free(): double free detected for";
+    nbm_desc_t *h = header(owner, p, who, freed);
+    size_t total = (size_t)(uintptr_t)h->bump;
+    if (!nbm_cas_uptr(&nbm__map[(uintptr_t)p >> NBM_ARENA_SHIFT], &owner, (uintptr_t)p | NBM_MAP_TOMB))
+        nbm__fatal(freed, p); /* another free won */
     nbm_stat_sub(&nbm__gstats.huge_live, 1);
     nbm_stat_sub(&nbm__gstats.huge_bytes, total);
-    nbm__os_unmap(h, total);
+    uint32_t d = h->count;
+    nbm__os_unmap(p, total);
+    nbm__budget_give(total);
+    nbm__desc_put(nbm__tc, d);
 }
 
-size_t nbm__huge_size(uintptr_t owner, const void *p, const char *who)
+size_t nbm__huge_size(uintptr_t owner, const void *p, const char *who, const char *freed)
 {
-    nbm_huge_t *h = header(owner, p, who);
-    return h->map_size - (size_t)((char *)p - (char *)h);
+    return (size_t)(uintptr_t)header(owner, p, who, freed)->bump;
 }

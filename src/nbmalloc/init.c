@@ -8,6 +8,9 @@
  *                            pages go back to the OS (default 1000; 0 = at once)
  *   NBM_MEDIUM_CACHE_MB=N    at most N MiB of freed medium blocks cached
  *                            (default 64; 0 = none)
+ *   NBM_LIMIT_MB=N           at most N MiB of arenas and huge mappings
+ *                            reserved at once (default 0 = no limit but the
+ *                            OS's): beyond it, requests fail with ENOMEM
  *
  * Start-up must not allocate: under LD_PRELOAD the first malloc may come from
  * the dynamic loader or libc's own initialisation. getenv, getauxval, mmap and
@@ -46,6 +49,7 @@ void nbm__options_read(void)
     nbm__opt.verbose = env_num("NBM_VERBOSE", 0) != 0;
     nbm__opt.purge_delay_ns = env_num("NBM_PURGE_DELAY_MS", 1000) * 1000000ull;
     nbm__opt.cache_max = env_num("NBM_MEDIUM_CACHE_MB", 64) << 20;
+    nbm__opt.limit = env_num("NBM_LIMIT_MB", 0) << 20;
     nbm__opt.stats_fd = 2;
     if (nbm__opt.show_stats) {
         int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
@@ -77,7 +81,6 @@ void nbm__init(void)
         nbm__options_read();
         nbm__classes_init();
         nbm__secret = make_secret();
-        nbm__desc_init();
         nbm__tcache_init_process();
         nbm_store_u32(&nbm__ready, 2);
         if (nbm__opt.verbose) {
@@ -85,6 +88,8 @@ void nbm__init(void)
             nbm__write_num(2, nbm__opt.purge_delay_ns / 1000000);
             nbm__write_str(2, " medium_cache_mb=");
             nbm__write_num(2, nbm__opt.cache_max >> 20);
+            nbm__write_str(2, " limit_mb=");
+            nbm__write_num(2, nbm__opt.limit >> 20);
             nbm__write_str(2, " show_stats=");
             nbm__write_num(2, nbm__opt.show_stats);
             nbm__write_str(2, "\n");

@@ -1,22 +1,30 @@
 /*
  * internal.h - nbmalloc's types, geometry and the inline fast paths.
  *
- * Address space. Every arena is a 1 GiB range aligned to 1 GiB and managed
- * by one nbbs instance (4 KiB min_block, 64 MiB max block); every huge
- * mapping starts on a 1 GiB boundary too. So the owner of any pointer is
- * nbm__map[p >> 30]: one load, never a scan. An entry is an arena pointer,
- * or a huge header with bit 0 set, or 0 (not ours).
+ * Address space. Every arena owns a 1 GiB slot aligned to 1 GiB and is
+ * managed by one nbbs instance (4 KiB min_block, max block 64 MiB or the
+ * arena's size); every huge mapping starts on a 1 GiB boundary too. So the
+ * owner of any pointer is nbm__map[p >> 30]: one load, never a scan. An
+ * entry is an arena pointer, a huge header with bit 0 set, a freed huge
+ * mapping's tombstone (its pointer | 3), or 0 (not ours).
  *
- * Inside an arena, each 64 KiB unit has a class byte: class + 1 when the unit
- * belongs to a chunk (a back-end block carved into objects of one size
- * class), 0 otherwise. Each 4 KiB page has an order byte: order + 1 when a
- * medium block handed to the user starts there. Both live in the arena's
- * metadata mapping, never in user memory.
+ * An arena's 1 GiB slot is reserved only up to the arena's size (4 MiB for
+ * the first, doubling up to 1 GiB): the rest of the slot is address space
+ * nobody pays for, and any pointer there is reported as invalid.
+ *
+ * Inside an arena, each 64 KiB unit has a word: class + 1 in bits 0-7 when the
+ * unit belongs to a chunk (a back-end block carved into objects of one size
+ * class), 0 otherwise, and in bits 8-31 the number of objects carved so far
+ * from the chunk's start (an address past them was never handed out). Each
+ * 4 KiB page has an order byte: order + 1 when a medium block handed to the
+ * user starts there, with bit 7 set while that block sits freed in a cache.
+ * Both live in the arena's metadata mapping, never in user memory.
  *
  * Small objects. A thread cache (tcache) has, per size class, a singly linked
  * free list threaded through the objects (word 0 = next) and a bump range of
  * uncarved chunk memory. A freed object also carries a tag in word 1 (its
- * address xor a per-process secret) that exposes a double free. Lists move
+ * address xor a per-process secret) that exposes a double free; carving
+ * writes the same tag, so every object on any free list carries it. Lists move
  * between threads as batches: a descriptor (nbm_desc_t, from a type-stable
  * pool outside user memory) pushed on the class's shared stack. Stacks are
  * Treiber stacks of descriptor indices with a 32-bit version in the same
@@ -41,7 +49,7 @@
 #define NBM_CACHE_LINE  64
 
 /* --- geometry -------------------------------------------------------------- */
-#define NBM_ARENA_SHIFT 30                        /* 1 GiB arenas */
+#define NBM_ARENA_SHIFT 30                        /* 1 GiB slots (arenas up to 1 GiB) */
 #define NBM_ARENA_SIZE  ((size_t)1 << NBM_ARENA_SHIFT)
 #define NBM_MAP_BITS    (47 - NBM_ARENA_SHIFT)     /* x86-64 user space */
 #define NBM_MAP_SIZE    ((size_t)1 << NBM_MAP_BITS)
@@ -52,6 +60,7 @@
 #define NBM_UNITS       (NBM_ARENA_SIZE >> NBM_UNIT_SHIFT)
 #define NBM_PAGES       (NBM_ARENA_SIZE >> NBM_PAGE_SHIFT)
 #define NBM_HUGE_TAG    ((uintptr_t)1)
+#define NBM_MAP_TOMB    ((uintptr_t)3) /* a freed huge mapping: its user pointer | 3 */
 
 /* --- size classes ---------------------------------------------------------- */
 /* 16..128 step 16, then four classes per power of two up to 16 KiB. */
@@ -98,14 +107,36 @@ typedef struct nbm_stack {
     _Alignas(NBM_CACHE_LINE) _Atomic uint64_t top; /* version << 32 | index */
 } nbm_stack_t;
 
-/* The nodes of a stack are records of `stride` bytes at `base` (index 0
- * unused) whose first field is the _Atomic uint32_t link. */
-NBM_HIDDEN void     nbm__stack_push(nbm_stack_t *s, char *base, size_t stride, uint32_t first, uint32_t last);
-NBM_HIDDEN uint32_t nbm__stack_pop(nbm_stack_t *s, char *base, size_t stride);
+/* A pool of type-stable records, grown on demand in chunks of 2^shift
+ * records that are mapped when first needed and never unmapped. Index 0 is
+ * never used ("none"). A record's first field is the _Atomic uint32_t link
+ * that stacks thread through it. */
+typedef struct nbm_pool {
+    _Atomic uintptr_t *chunks;  /* [max >> shift] chunk addresses, 0 = not mapped */
+    size_t   stride;            /* bytes per record */
+    uint32_t shift;             /* log2 records per chunk */
+    uint32_t max;               /* indices are < max */
+    _Atomic uint32_t fresh;     /* next never-used index */
+    _Atomic uint64_t mapped;    /* bytes mapped (statistics) */
+} nbm_pool_t;
+
+static inline char *nbm__pool_rec(nbm_pool_t *pl, uint32_t i)
+{
+    /* The chunk was published (seq_cst CAS) before index i was handed out,
+     * and whoever holds i got it after that. */
+    char *c = (char *)nbm_load_uptr(&pl->chunks[i >> pl->shift]);
+    return c + (size_t)(i & ((1u << pl->shift) - 1)) * pl->stride;
+}
+/* Takes n fresh consecutive indices, mapping their chunks; 0 when a chunk
+ * cannot be mapped or the pool is full (nothing is consumed then). */
+NBM_HIDDEN uint32_t nbm__pool_fresh(nbm_pool_t *pl, uint32_t n);
+
+NBM_HIDDEN void     nbm__stack_push(nbm_stack_t *s, nbm_pool_t *pl, uint32_t first, uint32_t last);
+NBM_HIDDEN uint32_t nbm__stack_pop(nbm_stack_t *s, nbm_pool_t *pl);
 NBM_HIDDEN uint32_t nbm__stack_pop_all(nbm_stack_t *s);
 
-NBM_HIDDEN extern nbm_desc_t *nbm__descs;
-static inline nbm_desc_t *nbm__desc(uint32_t i) { return &nbm__descs[i]; }
+NBM_HIDDEN extern nbm_pool_t nbm__desc_pool;
+static inline nbm_desc_t *nbm__desc(uint32_t i) { return (nbm_desc_t *)nbm__pool_rec(&nbm__desc_pool, i); }
 
 /* --- thread cache ------------------------------------------------------------ */
 /* A bin has two lists, both threaded through word 0 and NULL-terminated.
@@ -148,19 +179,29 @@ NBM_HIDDEN extern _Thread_local nbm_tcache_t *nbm__tc NBM_TLS;
 /* --- arenas ------------------------------------------------------------------ */
 typedef struct nbm_arena {
     uintptr_t base;
+    size_t    size;      /* bytes managed (reserved), a power of two <= 1 GiB */
     nbbs_t   *bb;
     uint32_t  index;
-    _Atomic uint8_t unit_class[NBM_UNITS]; /* class + 1 of the chunk holding the unit */
-    _Atomic uint8_t page_order[NBM_PAGES]; /* order + 1 of a live medium block here */
+    unsigned  max_order; /* largest block this arena can hand out */
+    _Atomic uint32_t unit[NBM_UNITS];      /* class + 1 | objects carved << 8 */
+    _Atomic uint8_t page_order[NBM_PAGES]; /* order + 1 of a medium block here (| 0x80: freed, cached) */
+    _Atomic uint32_t retired;              /* NBM_ARENA_* below; 0 = in use */
+    uint16_t  seen[NBM_UNITS];             /* free objects per chunk, during a reclaim only */
 } nbm_arena_t;
+
+#define NBM_ARENA_RETIRED  1u /* emptied and unmapped, can be revived */
+#define NBM_ARENA_REVIVING 2u
+#define NBM_ARENA_GONE     3u /* its slot went to another mapping (revived when free again) */
+#define NBM_UNIT_CARVED_SHIFT 8
+#define NBM_PAGE_FREED 0x80u
 
 NBM_HIDDEN extern _Atomic uintptr_t nbm__map[NBM_MAP_SIZE];
 
-/* The class byte of the unit holding a: arenas are aligned to their size, so
- * the unit index comes from the address alone (no load of the base). */
-static inline unsigned nbm__unit_class(nbm_arena_t *ar, uintptr_t a)
+/* The word of the unit holding a: arena slots are aligned to 1 GiB, so the
+ * unit index comes from the address alone (no load of the base). */
+static inline uint32_t nbm__unit_word(nbm_arena_t *ar, uintptr_t a)
 {
-    return nbm_load_u8_relaxed(&ar->unit_class[(a >> NBM_UNIT_SHIFT) & (NBM_UNITS - 1)]);
+    return nbm_load_u32_relaxed(&ar->unit[(a >> NBM_UNIT_SHIFT) & (NBM_UNITS - 1)]);
 }
 
 /* Owner entry of an address; 0 for an address outside user space. */
@@ -181,6 +222,7 @@ typedef struct nbm_options {
                                  sort(1) close fd 2 before exit */
     uint64_t purge_delay_ns;  /* NBM_PURGE_DELAY_MS */
     uint64_t cache_max;       /* NBM_MEDIUM_CACHE_MB, bytes */
+    uint64_t limit;           /* NBM_LIMIT_MB, bytes; 0 = none */
 } nbm_options_t;
 
 NBM_HIDDEN extern nbm_options_t nbm__opt;
@@ -193,14 +235,15 @@ NBM_HIDDEN void nbm__classes_init(void);
 
 /* --- global statistics (relaxed counters) ----------------------------------- */
 typedef struct nbm_gstats {
-    _Atomic uint64_t arenas, chunks, chunk_bytes, medium_live, medium_cached;
-    _Atomic uint64_t purged, huge_live, huge_bytes, threads, refills, drains;
+    _Atomic uint64_t arenas, arena_bytes, chunks, chunk_bytes, medium_live, medium_cached;
+    _Atomic uint64_t purged, huge_live, huge_bytes, threads, refills, drains, lost;
 } nbm_gstats_t;
 NBM_HIDDEN extern nbm_gstats_t nbm__gstats;
 
 /* --- OS layer (os.c) -------------------------------------------------------- */
-NBM_HIDDEN void    *nbm__os_reserve_aligned(size_t size, size_t align); /* RW, NORESERVE */
-NBM_HIDDEN void    *nbm__os_map(size_t size);                           /* RW, NORESERVE */
+NBM_HIDDEN void    *nbm__os_reserve_aligned(size_t size, size_t align); /* RW, NULL = ENOMEM */
+NBM_HIDDEN void    *nbm__os_map(size_t size);                           /* RW, NULL = ENOMEM */
+NBM_HIDDEN bool     nbm__os_map_at(void *p, size_t size);               /* RW at p exactly */
 NBM_HIDDEN void     nbm__os_unmap(void *p, size_t size);
 NBM_HIDDEN void     nbm__os_purge(void *p, size_t size);                 /* MADV_DONTNEED */
 NBM_HIDDEN uint64_t nbm__os_now_ns(void);                               /* coarse monotonic */
@@ -215,7 +258,7 @@ NBM_HIDDEN void *nbm__block_alloc(unsigned order, uint32_t *hint);  /* a back-en
 NBM_HIDDEN void  nbm__block_free(nbm_arena_t *ar, void *p);          /* back to the back-end */
 NBM_HIDDEN void *nbm__medium_alloc(size_t size, size_t align, bool *fresh); /* fresh: known zero */
 NBM_HIDDEN void  nbm__medium_free(nbm_arena_t *ar, void *p, const char *who);
-NBM_HIDDEN size_t nbm__medium_size(nbm_arena_t *ar, const void *p, const char *who);
+NBM_HIDDEN size_t nbm__medium_size(nbm_arena_t *ar, const void *p, const char *who, const char *freed);
 NBM_HIDDEN nbm_arena_t *nbm__arena_at(uint32_t i);
 NBM_HIDDEN uint32_t nbm__arena_count(void);
 NBM_HIDDEN void nbm__decay_sweep(bool all);
@@ -224,7 +267,12 @@ NBM_HIDDEN void nbm__medium_release(void *p, unsigned order); /* to the decay ca
 /* --- huge mappings (huge.c) --------------------------------------------------- */
 NBM_HIDDEN void  *nbm__huge_alloc(size_t size, size_t align);
 NBM_HIDDEN void   nbm__huge_free(uintptr_t owner, void *p, const char *who);
-NBM_HIDDEN size_t nbm__huge_size(uintptr_t owner, const void *p, const char *who);
+NBM_HIDDEN size_t nbm__huge_size(uintptr_t owner, const void *p, const char *who, const char *freed);
+NBM_HIDDEN bool   nbm__map_claim(uintptr_t slot, uintptr_t value); /* false: slot busy */
+/* Bytes of arenas and huge mappings reserved, against NBM_LIMIT_MB: take
+ * before reserving (false: over the limit), give back after unmapping. */
+NBM_HIDDEN bool   nbm__budget_take(size_t bytes);
+NBM_HIDDEN void   nbm__budget_give(size_t bytes);
 
 /* --- thread caches and small objects (tcache.c, desc.c) ------------------------ */
 NBM_HIDDEN void *nbm__small_alloc_generic(unsigned cls);
@@ -232,18 +280,19 @@ NBM_HIDDEN void  nbm__small_free_generic(void *p, unsigned cls);
 NBM_HIDDEN void  nbm__bin_flush_local(nbm_tcache_t *tc, unsigned cls);
 NBM_HIDDEN void  nbm__tcache_flush(nbm_tcache_t *tc);
 NBM_HIDDEN nbm_tcache_t *nbm__tcache_get(void);       /* NULL while none can be used */
-NBM_HIDDEN void  nbm__desc_init(void);
 NBM_HIDDEN void  nbm__tcache_init_process(void);
 NBM_HIDDEN uint32_t nbm__desc_get(nbm_tcache_t *tc);  /* tc may be NULL */
 NBM_HIDDEN void  nbm__desc_put(nbm_tcache_t *tc, uint32_t d);
 NBM_HIDDEN void  nbm__desc_flush(nbm_tcache_t *tc);
 NBM_HIDDEN extern nbm_stack_t nbm__class_stack[NBM_NCLASSES];
+NBM_HIDDEN size_t nbm__reclaim_chunks(void);          /* bytes of empty chunks returned */
+NBM_HIDDEN bool  nbm__recover(void);                  /* after ENOMEM: true if anything was freed */
 
 /* --- the generic entry points (alloc.c, free.c) --------------------------------- */
 NBM_HIDDEN void  *nbm__malloc_generic(size_t n);
 NBM_HIDDEN void  *nbm__aligned_generic(size_t align, size_t n);
 NBM_HIDDEN void   nbm__free_generic(void *p);
-NBM_HIDDEN size_t nbm__usable(const void *p, const char *who);
+NBM_HIDDEN size_t nbm__usable(const void *p, const char *who, const char *freed);
 NBM_HIDDEN void  *nbm__calloc(size_t count, size_t size);
 NBM_HIDDEN void  *nbm__realloc(void *p, size_t n);
 NBM_HIDDEN int    nbm__posix_memalign(void **out, size_t align, size_t n);
@@ -270,12 +319,15 @@ __attribute__((always_inline)) static inline void *nbm__malloc_fast(size_t n)
     return nbm__malloc_generic(n);
 }
 
-/* Offset of an object inside its chunk is a multiple of the class size:
- * checked with a mask, a shift and one multiply (no division). */
-static inline bool nbm__offset_ok(const nbm_class_t *c, uintptr_t a)
+/* An object pointer is a multiple of the class size from its chunk's start
+ * and below the objects carved so far (w is the unit word): checked with a
+ * mask, a shift and one multiply (no division). For an exact multiple
+ * off = q * size, (off >> shift) * inv = q mod 2^32; anything else gives a
+ * quotient beyond lim, so beyond any carved count. */
+static inline bool nbm__offset_ok(const nbm_class_t *c, uintptr_t a, uint32_t w)
 {
     uint32_t off = (uint32_t)a & c->chunk_mask;
-    return !(off & c->low_mask) && (off >> c->shift) * c->inv <= c->lim;
+    return !(off & c->low_mask) && (off >> c->shift) * c->inv < (w >> NBM_UNIT_CARVED_SHIFT);
 }
 
 /* About 30 instructions: owner lookup, class byte, offset check, tag check
@@ -287,12 +339,12 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
     nbm_tcache_t *tc = nbm__tc;
     if (NBM_LIKELY(owner != 0 && !(owner & NBM_HUGE_TAG) && tc != NULL)) {
         nbm_arena_t *ar = (nbm_arena_t *)owner;
-        unsigned c1 = nbm__unit_class(ar, a);
-        if (NBM_LIKELY(c1 != 0)) {
-            unsigned cls = c1 - 1;
+        uint32_t w = nbm__unit_word(ar, a);
+        if (NBM_LIKELY(w != 0)) {
+            unsigned cls = (w & 0xffu) - 1;
             const nbm_class_t *c = &nbm__classes[cls];
             void **o = (void **)p;
-            if (NBM_UNLIKELY(!nbm__offset_ok(c, a)))
+            if (NBM_UNLIKELY(!nbm__offset_ok(c, a, w)))
                 nbm__fatal("free(): invalid pointer", p);
             if (NBM_UNLIKELY((uintptr_t)o[1] == (a ^ nbm__secret)))
                 nbm__fatal("free(): double free detected for", p);

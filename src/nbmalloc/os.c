@@ -15,34 +15,110 @@
 
 #include "internal.h"
 
+/* Plain private anonymous mappings, without MAP_NORESERVE: the kernel's
+ * overcommit policy decides, so a request that could never be backed (say
+ * 64 TiB on a machine with 23 GB) fails with ENOMEM as under glibc, and under
+ * strict overcommit (vm.overcommit_memory=2) every reservation is charged
+ * against the commit limit when it is made. */
 void *nbm__os_map(size_t size)
 {
-    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    int saved = errno;
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    errno = saved;
     return p == MAP_FAILED ? NULL : p;
 }
 
 void nbm__os_unmap(void *p, size_t size)
 {
-    if (p && size)
+    if (p && size) {
+        int saved = errno;
         munmap(p, size);
+        errno = saved;
+    }
 }
 
-/* Over-map by align and trim both ends: the kernel has no aligned mmap. */
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+/* Maps [p, p + size) exactly, or nothing: never replaces a mapping. A kernel
+ * older than 4.17 takes the flag as a hint and may place it elsewhere. */
+bool nbm__os_map_at(void *p, size_t size)
+{
+    int saved = errno;
+    void *q = mmap(p, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    errno = saved;
+    if (q == MAP_FAILED)
+        return false;
+    if (q != p) {
+        nbm__os_unmap(q, size);
+        return false;
+    }
+    return true;
+}
+
+#define NBM_USER_TOP ((uintptr_t)1 << 47)
+
+static _Atomic uintptr_t low_hint; /* lowest aligned placement so far */
+
+/* The kernel has no aligned mmap. Map where it likes; if that is aligned,
+ * done (no over-map). Else try aligned addresses next to where it placed us
+ * (it fills top-down, so the slots just below are usually free), each taken
+ * only if wholly free; only if all of those are taken, over-map by `align`
+ * and trim both ends. So the reservation costs `size` bytes of address space,
+ * and `size + align` only transiently and only in that last case. */
 void *nbm__os_reserve_aligned(size_t size, size_t align)
 {
+    if (size == 0 || size > NBM_USER_TOP || align > NBM_USER_TOP)
+        return NULL;
+    char *p = nbm__os_map(size);
+    if (!p)
+        return NULL;
+    uintptr_t a = (uintptr_t)p;
+    if (!(a & (align - 1)))
+        return p;
+    nbm__os_unmap(p, size);
+    uintptr_t down = a & ~(uintptr_t)(align - 1);
+    if (nbm__os_map_at((void *)down, size))
+        goto placed;
+    /* Below the lowest aligned placement so far (a hint shared by all
+     * threads: a stale value only costs a few more tries), else below where
+     * the kernel put us, else just above. */
+    uintptr_t low = nbm_load_uptr_relaxed(&low_hint) & ~(uintptr_t)(align - 1);
+    uintptr_t starts[2] = { low && low < down ? low : down, down };
+    for (int s = 0; s < 2; s++)
+        for (int k = 1; k <= 32; k++) {
+            uintptr_t h = starts[s] - (uintptr_t)k * align;
+            if (h == 0 || h > starts[s])
+                break;
+            if (h + size <= NBM_USER_TOP && nbm__os_map_at((void *)h, size)) {
+                down = h;
+                goto placed;
+            }
+        }
+    for (int k = 1; k <= 4; k++) {
+        uintptr_t h = down + (uintptr_t)k * align;
+        if (h + size > NBM_USER_TOP)
+            break;
+        if (nbm__os_map_at((void *)h, size)) {
+            down = h;
+            goto placed;
+        }
+    }
     if (size > SIZE_MAX - align)
         return NULL;
     char *raw = nbm__os_map(size + align);
     if (!raw)
         return NULL;
-    uintptr_t a = ((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1);
+    a = ((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1);
     size_t head = a - (uintptr_t)raw, tail = align - head;
-    if (head)
-        munmap(raw, head);
-    if (tail)
-        munmap((char *)a + size, tail);
+    nbm__os_unmap(raw, head);
+    nbm__os_unmap((char *)a + size, tail);
     return (void *)a;
+placed:
+    if (down < nbm_load_uptr_relaxed(&low_hint) || nbm_load_uptr_relaxed(&low_hint) == 0)
+        nbm_store_uptr_relaxed(&low_hint, down);
+    return (void *)down;
 }
 
 /* The range stays mapped (reads give zeros), so stale readers stay safe. */

@@ -22,7 +22,7 @@ NBM_OVERRIDE int posix_memalign(void **out, size_t align, size_t n) { return nbm
 NBM_OVERRIDE void *aligned_alloc(size_t align, size_t n) { return nbm_aligned_alloc(align, n); }
 NBM_OVERRIDE void *valloc(size_t n) { return nbm_valloc(n); }
 NBM_OVERRIDE void *pvalloc(size_t n) { return nbm_pvalloc(n); }
-NBM_OVERRIDE size_t malloc_usable_size(void *p) { return nbm__usable(p, "malloc_usable_size(): invalid pointer"); }
+NBM_OVERRIDE size_t malloc_usable_size(void *p) { return nbm_usable_size(p); }
 
 /* glibc's memalign accepts any alignment, rounding a non-power of two up. */
 NBM_OVERRIDE void *memalign(size_t align, size_t n)

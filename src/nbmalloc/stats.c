@@ -9,7 +9,7 @@ void nbm_get_stats(nbm_stats_t *out)
         return;
     nbm_gstats_t *g = &nbm__gstats;
     out->arenas = nbm_load_u64_relaxed(&g->arenas);
-    out->arena_bytes = out->arenas * NBM_ARENA_SIZE;
+    out->arena_bytes = nbm_load_u64_relaxed(&g->arena_bytes);
     out->chunks = nbm_load_u64_relaxed(&g->chunks);
     out->chunk_bytes = nbm_load_u64_relaxed(&g->chunk_bytes);
     out->medium_live = nbm_load_u64_relaxed(&g->medium_live);
@@ -63,6 +63,8 @@ void nbm_stats_print(int fd)
     line(fd, "thread caches   ", s.threads, " created");
     line(fd, "batch refills   ", s.refills, "");
     line(fd, "batch drains    ", s.drains, "");
+    line(fd, "descriptors     ", nbm_load_u64_relaxed(&nbm__desc_pool.mapped) >> 10, " KiB mapped");
+    line(fd, "objects lost    ", nbm_load_u64_relaxed(&nbm__gstats.lost), " (uncached frees with no memory left)");
     line(fd, "peak RSS        ", s.peak_rss >> 10, " KiB");
 }
 

@@ -160,17 +160,20 @@ static void bad_free(nbbs_t *b, uintptr_t p, size_t meta_size)
 /* The configuration: 6 bytes. Returns the instance or NULL (input rejected). */
 static nbbs_t *configure(const uint8_t *d, size_t *meta_size)
 {
-    nbbs_config_t c;
+    nbbs_config_t c = { 0 };
     c.layout = (d[0] & 1) ? NBBS_LAYOUT_BUNCH : NBBS_LAYOUT_TREE;
     unsigned shift = 3 + d[1] % 10; /* 8 .. 4096 */
     c.min_block = (size_t)1 << shift;
     uint64_t leaves = 1 + ((uint64_t)d[2] | (uint64_t)(d[3] & 0x03) << 8) % MAX_LEAVES;
     c.max_order = d[4] % (log2u(leaves) + 1);
+    c.group_order = (unsigned)(d[0] >> 1) % (c.max_order + 1); /* 0: the default */
     size_t arena = (size_t)leaves << shift;
     uintptr_t base = (uintptr_t)1 << 40;
 
     /* Sometimes one bad argument: the call must refuse it. */
     unsigned bad = d[5] % 16;
+    if (bad == 11 && c.max_order > 0)
+        bad = 6; /* a group larger than the max block (below) */
     if (bad >= 1 && bad <= 9) {
         nbbs_config_t bc = c;
         size_t barena = arena, bsize;
@@ -182,7 +185,12 @@ static nbbs_t *configure(const uint8_t *d, size_t *meta_size)
         case 3: barena = arena + 1; break;                      /* not a multiple */
         case 4: barena = 0; break;
         case 5: bc.layout = (nbbs_layout_t)(2 + d[0] % 2); break;
-        case 6: bc.max_order = log2u(leaves) + 1 + d[4] % 4; break;
+        case 6:
+            if (d[5] % 16 == 11)
+                bc.group_order = c.max_order + 1 + d[4] % 4; /* larger than the max block */
+            else
+                bc.max_order = log2u(leaves) + 1 + d[4] % 4;
+            break;
         case 7: bbase = base + 8 * (c.min_block > 8); break;    /* misaligned base */
         case 8: bbase = UINTPTR_MAX - arena / 2 + 1; bbase &= ~(uintptr_t)(c.min_block - 1); break;
         case 9: bmeta = meta + 8; break;                        /* misaligned metadata */

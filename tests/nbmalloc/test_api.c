@@ -190,6 +190,26 @@ static void test_aligned(void)
     void *h = nbm_aligned_alloc((size_t)128 << 20, 10);
     CHECK(h && aligned(h, (size_t)128 << 20));
     nbm_free(h);
+    /* Every alignment glibc serves, up to 2 GiB: allocated, usable, freed. */
+    for (size_t al = (size_t)64 << 20; al <= ((size_t)2 << 30); al *= 2) {
+        void *a = NULL;
+        CHECK(nbm_posix_memalign(&a, al, 100) == 0 && a && aligned(a, al));
+        if (a) {
+            CHECK(nbm_usable_size(a) >= 100);
+            memset(a, 3, 100);
+            nbm_free(a);
+        }
+        unsigned char *b = nbm_aligned_alloc(al, al + 1);
+        CHECK(b && aligned(b, al));
+        if (b) {
+            b[0] = 1, b[al] = 2;
+            CHECK(nbm_usable_size(b) >= al + 1);
+            nbm_free(b);
+        }
+    }
+    /* A request no machine here can back fails cleanly, as under glibc. */
+    errno = 0;
+    CHECK(nbm_malloc((size_t)64 << 40) == NULL && errno == ENOMEM);
     errno = 0;
     CHECK(nbm_aligned_alloc(24, 10) == NULL && errno == EINVAL);
     CHECK(nbm_aligned_alloc(0, 10) == NULL);
@@ -257,6 +277,33 @@ static void double_medium(void **s) { (void)s; void *p = nbm_malloc(100000); nbm
 static void interior_medium(void **s) { (void)s; char *p = nbm_malloc(100000); nbm_free(p + 4096); }
 static void double_huge(void **s) { (void)s; void *p = nbm_malloc(NBM_MEDIUM_MAX + 1); nbm_free(p); nbm_free(p); }
 static void interior_huge(void **s) { (void)s; char *p = nbm_malloc(NBM_MEDIUM_MAX + 1); nbm_free(p + 64); }
+/* A 64-byte object that starts a new chunk: only its first batch is carved. */
+static char *chunk_start_64(void)
+{
+    for (int i = 0; i < 100000; i++) {
+        char *p = nbm_malloc(64);
+        if (((uintptr_t)p & 0xffff) == 0)
+            return p;
+    }
+    abort();
+}
+/* Object-aligned, inside a chunk, never carved: never handed out. */
+static void never_carved_small(void **s) { (void)s; char *p = chunk_start_64(); nbm_free(p + 1000 * 64); }
+/* Carved onto the free list with p's batch, never handed out. */
+static void carved_unused_small(void **s) { (void)s; char *p = chunk_start_64(); nbm_free(p + 63 * 64); }
+static void freed_usable(void **s) { (void)s; void *p = nbm_malloc(32); nbm_free(p); (void)nbm_usable_size(p); }
+static void freed_realloc(void **s) { (void)s; void *p = nbm_malloc(32); nbm_free(p); (void)nbm_realloc(p, 100); }
+static void double_medium_shared(void **s)
+{   /* the second block of an order goes past the thread's one-block cache
+       to the shared one (emptied first: it is capped) */
+    (void)s;
+    nbm_purge();
+    void *a = nbm_malloc(100000), *b = nbm_malloc(100000);
+    nbm_free(a);
+    nbm_free(b);
+    nbm_free(b);
+}
+static void freed_huge_usable(void **s) { (void)s; void *p = nbm_malloc(NBM_MEDIUM_MAX + 1); nbm_free(p); (void)nbm_usable_size(p); }
 static void bad_usable(void **s) { (void)s; int x = 0; (void)nbm_usable_size(&x); }
 static void bad_realloc(void **s) { (void)s; int x = 0; (void)nbm_realloc(&x, 10); }
 
@@ -268,9 +315,15 @@ static void test_bad_input(void)
     expect_abort("misaligned small", bad_odd_small, "free(): invalid pointer");
     expect_abort("double small", double_small, "double free");
     expect_abort("double small (batched)", double_small_late, "double free");
-    expect_abort("double medium", double_medium, "free(): invalid pointer");
+    expect_abort("never carved small", never_carved_small, "free(): invalid pointer");
+    expect_abort("carved, never handed out", carved_unused_small, "free(): double free");
+    expect_abort("freed usable", freed_usable, "malloc_usable_size(): freed pointer");
+    expect_abort("freed realloc", freed_realloc, "realloc(): freed pointer");
+    expect_abort("double medium", double_medium, "free(): double free");
+    expect_abort("double medium (shared cache)", double_medium_shared, "free(): double free");
     expect_abort("interior medium", interior_medium, "free(): invalid pointer");
-    expect_abort("double huge", double_huge, "free(): invalid pointer");
+    expect_abort("double huge", double_huge, "free(): double free");
+    expect_abort("freed huge usable", freed_huge_usable, "malloc_usable_size(): freed pointer");
     expect_abort("interior huge", interior_huge, "free(): invalid pointer");
     expect_abort("usable size", bad_usable, "malloc_usable_size(): invalid pointer");
     expect_abort("realloc", bad_realloc, "realloc(): invalid pointer");

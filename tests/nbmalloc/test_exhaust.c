@@ -1,0 +1,150 @@
+/*
+ * test_exhaust.c - running out of memory and recovering, through the nbm_*
+ * API under NBM_LIMIT_MB (set by ctest; the same paths ulimit -v takes, but
+ * usable under the sanitizers). Behaviour only:
+ *  - memory filled with one size and freed serves every other size: small
+ *    after small, medium after small, a huge block after medium, small again
+ *    as much as the first time;
+ *  - threads running out together corrupt nothing, every round gets blocks,
+ *    and everything is available again after they free.
+ * Usage: nbm_test_exhaust [--threads T] [--rounds R]
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../check.h"
+#include "nbmalloc.h"
+
+#define MAXP 2000000
+static void *ptrs[MAXP];
+
+/* Allocates blocks of `size` until nbm_malloc fails; returns how many. */
+static size_t fill(size_t size)
+{
+    size_t n = 0;
+    while (n < MAXP) {
+        char *p = nbm_malloc(size);
+        if (!p) {
+            CHECK_EQ(errno, ENOMEM);
+            break;
+        }
+        p[0] = (char)n, p[size - 1] = (char)n;
+        ptrs[n++] = p;
+    }
+    CHECK(n < MAXP); /* the limit was reached */
+    return n;
+}
+
+static void drain(size_t n, size_t size)
+{
+    size_t bad = 0;
+    for (size_t k = 0; k < n; k++) {
+        char *p = ptrs[k];
+        bad += p[0] != (char)k || p[size - 1] != (char)k;
+        nbm_free(p);
+    }
+    CHECK_EQ(bad, 0);
+}
+
+static void test_sizes(size_t limit)
+{
+    size_t small1 = fill(100);
+    CHECK(small1 * 100 > limit / 2);
+    drain(small1, 100);
+    size_t med = fill(256 << 10);
+    CHECK((med << 18) >= limit / 2); /* memory of small objects serves medium blocks */
+    drain(med, 256 << 10);
+    void *h = nbm_malloc((size_t)65 << 20); /* needs the arenas' space back */
+    CHECK(h != NULL);
+    nbm_free(h);
+    size_t small2 = fill(100);
+    CHECK(small2 >= small1 * 9 / 10);
+    drain(small2, 100);
+    printf("limit %zu MiB: 100 B x %zu, then 256 KiB x %zu, a 65 MiB block, then 100 B x %zu\n", limit >> 20, small1,
+           med, small2);
+    void *again[3] = { nbm_malloc(100), nbm_malloc(1 << 20), nbm_malloc((size_t)65 << 20) };
+    for (int k = 0; k < 3; k++) {
+        CHECK(again[k] != NULL);
+        nbm_free(again[k]);
+    }
+}
+
+#define PER_THREAD 200000
+
+typedef struct worker {
+    int id, rounds;
+    long least, bad;
+    void **mine;
+} worker_t;
+
+static void *worker(void *arg)
+{
+    worker_t *w = arg;
+    uint64_t r = (uint64_t)w->id * 0x9E3779B97F4A7C15u + 7;
+    w->least = -1;
+    for (int round = 0; round < w->rounds; round++) {
+        long n = 0;
+        while (n < PER_THREAD) {
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            size_t size = r % 64 ? 16 + r % (r % 3 ? 256 : 16000) : 20000 + r % (1u << 20);
+            uintptr_t *p = nbm_malloc(size);
+            if (!p)
+                break;
+            p[0] = (uintptr_t)p ^ 0x5a5a5a5a;
+            p[1] = size;
+            w->mine[n++] = p;
+        }
+        for (long k = 0; k < n; k++) {
+            uintptr_t *p = w->mine[k];
+            if (p[0] != ((uintptr_t)p ^ 0x5a5a5a5a) || nbm_usable_size(p) < p[1])
+                w->bad++;
+            nbm_free(p);
+        }
+        if (w->least < 0 || n < w->least)
+            w->least = n;
+    }
+    return NULL;
+}
+
+static void test_threads(int t, int rounds)
+{
+    pthread_t th[16];
+    worker_t w[16];
+    if (t > 16)
+        t = 16;
+    for (int i = 0; i < t; i++) {
+        w[i] = (worker_t){ .id = i + 1, .rounds = rounds, .mine = ptrs + (size_t)i * PER_THREAD };
+        CHECK(pthread_create(&th[i], NULL, worker, &w[i]) == 0);
+    }
+    for (int i = 0; i < t; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ(w[i].bad, 0);
+        CHECK(w[i].least > 0);
+    }
+    void *h = nbm_malloc((size_t)65 << 20);
+    CHECK(h != NULL);
+    nbm_free(h);
+}
+
+int main(int argc, char **argv)
+{
+    int threads = 4, rounds = 3;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--threads"))
+            threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--rounds"))
+            rounds = atoi(argv[i + 1]);
+    }
+    const char *lim = getenv("NBM_LIMIT_MB");
+    size_t limit = (size_t)(lim ? atol(lim) : 0) << 20;
+    if (limit < ((size_t)96 << 20)) {
+        fprintf(stderr, "nbm_test_exhaust: run with NBM_LIMIT_MB >= 96 (ctest sets it)\n");
+        return 2;
+    }
+    test_sizes(limit);
+    test_threads(threads, rounds);
+    TEST_MAIN_END();
+}
