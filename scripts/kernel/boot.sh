@@ -38,7 +38,10 @@ cpu=max
 echo "kernel boot: $krel, qemu $accel, -smp 2${bug:+, planted bug $bug}"
 # preempt=full: the most preemption points Debian's kernel offers, so the
 # self-test's threads are interleaved as much as the kernel allows.
-append="console=ttyS0 panic=-1 panic_on_warn=1 oops=panic softlockup_panic=1 preempt=full nokaslr"
+# init_on_alloc=0: Debian's kernel zeroes every page alloc_pages hands out
+# (CONFIG_INIT_ON_ALLOC_DEFAULT_ON); the benchmark compares allocators, not
+# memset, and nbbs hands out frames without touching them.
+append="console=ttyS0 panic=-1 panic_on_warn=1 oops=panic softlockup_panic=1 preempt=full nokaslr init_on_alloc=0"
 set +e
 timeout "${NBBS_KERNEL_TIMEOUT:-600}" qemu-system-x86_64 -accel $accel -cpu $cpu -smp 2 -m 1024 \
   -kernel "build/kernel/vmlinuz-$krel" -initrd "$out/initramfs.cpio.gz" \
