@@ -13,7 +13,10 @@
  *   churn  - fill ~90% of the frames with order 0 from all CPUs, free a
  *            random half, allocate the same number again, drain;
  *   race   - every thread frees the same blocks: exactly one free of each
- *            may succeed.
+ *            may succeed;
+ *   irq    - the held loop while a pinned hrtimer on each CPU allocates and
+ *            frees in hard interrupt context, interrupting that CPU's
+ *            thread anywhere inside nbbs_alloc_order or nbbs_free.
  * A bitmap with one bit per frame, set when a block is handed out and
  * cleared before it is freed, catches any frame handed out twice; after each
  * phase the statistics must be back to empty and nbbs_validate must pass.
@@ -35,6 +38,7 @@
 #include <linux/completion.h>
 #include <linux/cpumask.h>
 #include <linux/gfp.h>
+#include <linux/hrtimer.h>
 #include <linux/kernel.h>
 #include <linux/kthread.h>
 #include <linux/ktime.h>
@@ -182,9 +186,9 @@ static void check_empty(struct inst *in, const char *phase)
  * Workers: one kthread per online CPU, bound to it, per phase
  * ------------------------------------------------------------------------ */
 
-enum work { W_PAIRS, W_HELD, W_MIXED, W_FILL, W_FREE_HALF, W_REFILL, W_DRAIN, W_RACE };
+enum work { W_PAIRS, W_HELD, W_MIXED, W_FILL, W_FREE_HALF, W_REFILL, W_DRAIN, W_RACE, W_IRQ };
 static const char *const work_name[] = { "pairs", "held", "mixed", "fill", "free-half",
-					 "refill", "drain", "race" };
+					 "refill", "drain", "race", "irq" };
 
 enum backend {
 	BE_NBBS,
@@ -220,6 +224,13 @@ struct worker {
 	unsigned long ops;	/* pairs (timed loops) */
 	u64 ns;
 	struct completion done;
+	/* W_IRQ: the CPU's hrtimer and what its callbacks did */
+	struct hrtimer timer;
+	void *irq_block;	/* held from one callback to the next */
+	unsigned long irq_ops;	/* allocations in hard interrupt context */
+	unsigned long irq_wrong;	/* callbacks not in hard interrupt context */
+	unsigned long irq_bad_free;	/* nbbs_free refused the callback's block */
+	bool irq_stop;
 };
 
 static u64 rnd(struct worker *w)
@@ -368,6 +379,58 @@ static void run_race(struct worker *w)
 			w->race_ok++;
 }
 
+#define IRQ_PERIOD_NS (200 * NSEC_PER_USEC)
+
+/* Hard interrupt context, on the worker's CPU: free the block the last
+ * callback took, take a new one (marked in the bitmap like any other). */
+static enum hrtimer_restart irq_cb(struct hrtimer *t)
+{
+	struct worker *w = container_of(t, struct worker, timer);
+	void *p;
+
+	if (!in_hardirq())
+		w->irq_wrong++;
+	if (w->irq_block) {
+		unmark(w->in, w->irq_block, 0);
+		if (nbbs_free(w->in->b, w->irq_block) != 0)
+			w->irq_bad_free++;
+		w->irq_block = NULL;
+	}
+	if (READ_ONCE(w->irq_stop))
+		return HRTIMER_NORESTART;
+	p = nbbs_alloc_order(w->in->b, 0);
+	if (p) {
+		mark(w->in, p, 0);
+		w->irq_block = p;
+		w->irq_ops++;
+	}
+	hrtimer_forward_now(t, ns_to_ktime(IRQ_PERIOD_NS));
+	return HRTIMER_RESTART;
+}
+
+static void run_irq(struct worker *w)
+{
+	w->irq_block = NULL;
+	w->irq_ops = 0;
+	w->irq_wrong = 0;
+	w->irq_bad_free = 0;
+	WRITE_ONCE(w->irq_stop, false);
+	hrtimer_init(&w->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_PINNED_HARD);
+	w->timer.function = irq_cb;
+	hrtimer_start(&w->timer, ns_to_ktime(IRQ_PERIOD_NS), HRTIMER_MODE_REL_PINNED_HARD);
+	run_held(w);
+	WRITE_ONCE(w->irq_stop, true);
+	hrtimer_cancel(&w->timer);
+	/* a callback that ran after the stop flag freed its block; one that
+	 * was cancelled before running left it to us */
+	if (w->irq_block) {
+		unmark(w->in, w->irq_block, 0);
+		if (nbbs_free(w->in->b, w->irq_block) != 0)
+			w->bad_free++;
+		w->irq_block = NULL;
+	}
+}
+
 static int worker_fn(void *arg)
 {
 	struct worker *w = arg;
@@ -395,6 +458,9 @@ static int worker_fn(void *arg)
 		break;
 	case W_RACE:
 		run_race(w);
+		break;
+	case W_IRQ:
+		run_irq(w);
 		break;
 	}
 	w->ns = ktime_get_ns() - t0;
@@ -475,8 +541,22 @@ static void phase(struct inst *in, enum work wk, bool nulls_allowed)
 
 	set_backend(in, BE_NBBS, true);
 	run_phase(wk);
-	if (wk == W_HELD || wk == W_MIXED)
+	if (wk == W_HELD || wk == W_MIXED || wk == W_IRQ)
 		run_phase(W_DRAIN);
+	if (wk == W_IRQ) {
+		unsigned long ops = 0, wrong = 0, bad = 0;
+		unsigned int i;
+
+		for (i = 0; i < nworkers; i++) {
+			ops += workers[i].irq_ops;
+			wrong += workers[i].irq_wrong;
+			bad += workers[i].irq_bad_free;
+		}
+		check(bad == 0, "irq", "free-of-live-block-in-hardirq", (long)bad, 0);
+		check(ops > 0, "irq", "allocations-in-hardirq", (long)ops, 1);
+		check(wrong == 0, "irq", "callbacks-not-in-hardirq", (long)wrong, 0);
+		pr_info("nbbs: IRQ layout=%s hardirq_allocs=%lu\n", in->name, ops);
+	}
 	snprintf(name, sizeof(name), "%s", work_name[wk]);
 	check(sum_bad_free() == 0, name, "free-of-live-block", (long)sum_bad_free(), 0);
 	if (!nulls_allowed)
@@ -799,6 +879,7 @@ static int __init nbbs_kmod_init(void)
 		phase(in, W_PAIRS, false);
 		phase(in, W_HELD, false);
 		phase(in, W_MIXED, true);
+		phase(in, W_IRQ, false);
 		churn(in);
 		race(in);
 	}

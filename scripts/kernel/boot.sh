@@ -43,10 +43,11 @@ echo "kernel boot: $krel, qemu $accel, -smp 2${bug:+, planted bug $bug}"
 # memset, and nbbs hands out frames without touching them.
 append="console=ttyS0 panic=-1 panic_on_warn=1 oops=panic softlockup_panic=1 preempt=full nokaslr init_on_alloc=0"
 set +e
+echo "nbbs-boot: kernel=$krel accel=$accel smp=2 mem_mib=1024 bug=${bug:-none} cmdline=\"$append\"" > "$out/boot.log"
 timeout "${NBBS_KERNEL_TIMEOUT:-600}" qemu-system-x86_64 -accel $accel -cpu $cpu -smp 2 -m 1024 \
   -kernel "build/kernel/vmlinuz-$krel" -initrd "$out/initramfs.cpio.gz" \
   -append "$append" -nographic -no-reboot -monitor none -serial stdio \
-  < /dev/null > "$out/boot.log" 2>&1
+  < /dev/null >> "$out/boot.log" 2>&1
 rc=$?
 set -e
 [ $rc -eq 124 ] && echo "kernel boot: VM timed out" && echo "nbbs-boot: timed out" >> "$out/boot.log"
