@@ -21,17 +21,29 @@
  *
  * Concurrency contract: nbbs_alloc, nbbs_alloc_order, nbbs_free and
  * nbbs_block_size may be called from any number of threads at once on the
- * same instance. Allocation acquires and release releases (all atomics are
- * sequentially consistent), so a block's next owner sees every write the
- * previous owner made before freeing it. Statistics and the occupancy map are
- * exact when no operation is in flight, and a consistent-enough snapshot
- * otherwise.
+ * same instance, and never block or sleep (no lock, no allocation, no
+ * system call). Memory ordering, per operation:
+ *  - nbbs_free releases and a successful nbbs_alloc / nbbs_alloc_order
+ *    acquires: every write the previous owner of any part of a block made
+ *    before freeing it happens before the next owner's accesses.
+ *  - nbbs_free and nbbs_block_size of a block must be ordered after the
+ *    allocation that returned it by the caller's own hand-over of the
+ *    pointer, as with any allocator (the allocation records the block with a
+ *    release store; docs/design.md, "Memory orders").
+ *  - Most internal operations are sequentially consistent, not all: the
+ *    statistics, the occupancy map and nbbs_validate read with relaxed
+ *    loads, and are exact only when no operation is in flight (otherwise a
+ *    consistent-enough snapshot).
  */
 #ifndef NBBS_H
 #define NBBS_H
 
+#ifdef __KERNEL__
+#include <linux/types.h> /* size_t, uint8_t, uint64_t as the kernel defines them */
+#else
 #include <stddef.h>
 #include <stdint.h>
+#endif
 
 #ifdef __cplusplus
 extern "C" {

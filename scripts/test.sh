@@ -16,7 +16,7 @@ suites_passed=0
 run_build() {
   local name=$1; shift
   echo "== build/$name"
-  cmake -S . -B "build/$name" -G Ninja "$@" > "build-$name.log" 2>&1 || { cat "build-$name.log"; exit 1; }
+  cmake -S . -B "build/$name" -G Ninja -DNBBS_WERROR=ON "$@" > "build-$name.log" 2>&1 || { cat "build-$name.log"; exit 1; }
   rm -f "build-$name.log"
   cmake --build "build/$name" -j "$JOBS"
   (cd "build/$name" && ctest --output-on-failure -j "$JOBS" --timeout 900)

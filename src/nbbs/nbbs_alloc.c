@@ -39,7 +39,7 @@ int nbbs_free(nbbs_t *b, void *p)
         return NBBS_EINVAL; /* a concurrent free of the same block won */
     unsigned order = v - 1u;
     unsigned r = b->max_order - order;
-    _Atomic uint64_t *hint = nbbs__hint(b); /* the next allocation here starts at this block */
+    NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b); /* the next allocation here starts at this block */
     if (nb_hint_load(hint) != leaf)
         nb_hint_store(hint, leaf);
     if (nbbs__is_bunch(b))
@@ -58,11 +58,4 @@ size_t nbbs_block_size(const nbbs_t *b, const void *p)
         return 0;
     uint8_t v = nb_load_u8(&b->index[leaf]);
     return v ? b->min_block << (v - 1u) : 0;
-}
-
-int nbbs_validate(const nbbs_t *b)
-{
-    if (!b)
-        return NBBS_EINVAL;
-    return nbbs__is_bunch(b) ? nbbs__bunch_validate(b) : nbbs__tree_validate(b);
 }

@@ -120,26 +120,26 @@ nbbs_t *nbbs_init(void *meta, size_t meta_size, void *base, size_t arena_size,
     b->tree_words = off;
 
     char *p = (char *)meta + ALIGN_UP(sizeof(struct nbbs), NBBS_META_ALIGN);
-    b->hints = (_Atomic uint64_t *)p;
+    b->hints = (NBBS_ATOMIC(uint64_t) *)p;
     b->hint_mask = g.nhints - 1;
     for (unsigned i = 0; i < g.nhints; i++) /* spread the start points */
         nb_init_store(&b->hints[i * NBBS_HINT_STRIDE], g.nleaves * i / g.nhints);
     p += g.hint_bytes;
     b->words = p;
     if (g.lpw == 4) {
-        _Atomic uint64_t *w = (_Atomic uint64_t *)p;
+        NBBS_ATOMIC(uint64_t) *w = (NBBS_ATOMIC(uint64_t) *)p;
         for (uint64_t i = 0; i < g.nwords; i++)
             nb_init_store(&w[i], 0);
     } else {
-        _Atomic uint8_t *w = (_Atomic uint8_t *)p;
+        NBBS_ATOMIC(uint8_t) *w = (NBBS_ATOMIC(uint8_t) *)p;
         for (uint64_t i = 0; i < g.nwords; i++)
             nb_init_store(&w[i], 0);
     }
-    b->index = (_Atomic uint8_t *)(p + ALIGN_UP(g.tree_bytes, NBBS_META_ALIGN));
+    b->index = (NBBS_ATOMIC(uint8_t) *)(p + ALIGN_UP(g.tree_bytes, NBBS_META_ALIGN));
     for (uint64_t i = 0; i < g.nleaves; i++)
         nb_init_store(&b->index[i], 0);
 
     mark_tail(b);
-    atomic_thread_fence(memory_order_seq_cst); /* publish before the pointer escapes */
+    nbbs_atomic_fence(NBBS_MO_SEQ_CST); /* publish before the pointer escapes */
     return b;
 }

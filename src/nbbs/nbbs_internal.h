@@ -1,33 +1,13 @@
 /*
  * nbbs_internal.h - the instance, its geometry, and the node-state encoding.
  *
- * Geometry. The arena is nleaves min_blocks, cut into ntrees trees of
- * 2^max_order leaves each (the last one possibly partial). A node is named by
- * its level r inside its tree (0 = tree root = a max-size block, max_order =
- * leaf) and its global position gp at that level, counting across all trees
- * left to right: gp in [0, ntrees << r). Its parent is (r - 1, gp >> 1), its
- * side is gp & 1, it covers leaves [gp << (max_order - r), (gp + 1) <<
- * (max_order - r)). Nothing above level 0 exists: the trees are independent.
- *
- * Storage. Levels are grouped into rows of LPW levels counted from the leaves
- * up (LPW = 1 for NBBS_LAYOUT_TREE, 4 for NBBS_LAYOUT_BUNCH); the top row may
- * hold fewer. Only the bottom level of a row is stored: one 5-bit slot per
- * node (see SLOT_* below); the state of a node higher in the row is derived
- * from the slots below it (occupied = some slot below it occupied;
- * allocatable = every slot below it zero). A word holds up to 8 slots (64-bit
- * word, BUNCH) or exactly one (8-bit word, TREE). Each tree's words are
- * stored together (rows from the leaves up), so threads working in different
- * trees never share the cache lines of the upper levels that every operation
- * climbs to: stored level by level across trees, the roots of 64 TREE-layout
- * trees shared one line and two threads ran 4x slower than one.
+ * How nodes are named and stored, and the arithmetic on them, is in
+ * nbbs_geometry.h; the protocol that changes the slots is in nbbs_core.inc.
  */
 #ifndef NBBS_INTERNAL_H
 #define NBBS_INTERNAL_H
 
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
+#include "nbbs_platform.h"
 
 #include "nbbs.h"
 
@@ -40,8 +20,20 @@
 #define SLOT_BUSY   (SLOT_OCC | SLOT_OCC_L | SLOT_OCC_R)
 #define SLOT_BITS   5u
 
+/* Layout facts the code relies on. A BUNCH word is 8 slots (the bottom level
+ * of a 4-level row: 8 + 4 + 2 + 1 = 15 nodes) and a 24-bit version above
+ * them; a TREE byte is one slot and a 3-bit version. A slot's state fits in
+ * its 5 bits. The index byte holds order + 1 <= NBBS_MAX_ORDER + 1, below
+ * bit 7 (kept free for a per-block flag). */
+_Static_assert(SLOT_BUSY < (1u << SLOT_BITS) && (SLOT_COAL_R << 1) == (1u << SLOT_BITS),
+               "slot bits fill exactly SLOT_BITS bits");
+_Static_assert(8 * SLOT_BITS + 24 == 64, "a BUNCH word: 8 slots and a 24-bit version");
+_Static_assert(1 * SLOT_BITS + 3 == 8, "a TREE byte: 1 slot and a 3-bit version");
+_Static_assert(NBBS_MAX_ORDER + 1 < 128, "the index byte holds order + 1 below bit 7");
+
 /* x repeated in each of the 8 slots of a 64-bit word. */
 #define SLOT_REP(x) ((uint64_t)(x) * UINT64_C(0x842108421))
+_Static_assert(SLOT_REP(31) == (UINT64_C(1) << 40) - 1, "SLOT_REP fills 8 slots and nothing else");
 
 /* Scan start hints: up to NBBS_HINTS cells, one cache line each, picked by a
  * hash of the caller's stack address (so, in effect, per thread). A cell
@@ -49,6 +41,8 @@
  * there. Small arenas get fewer cells: at most half a byte per min_block. */
 #define NBBS_HINTS 64u
 #define NBBS_HINT_STRIDE 8u /* uint64_t per cell: 64 bytes */
+_Static_assert(NBBS_HINT_STRIDE * 8 == 64 && (NBBS_HINTS & (NBBS_HINTS - 1)) == 0,
+               "hint cells: one cache line each, a power of two of them");
 
 #define NBBS_MAGIC UINT64_C(0x6e6262732d763100) /* "nbbs-v1" */
 #define NBBS_MAX_ROWS (NBBS_MAX_ORDER + 1)
@@ -75,9 +69,9 @@ struct nbbs {
     uint8_t   row_spw_log[NBBS_MAX_ROWS];/* log2(slots per word) */
     uint64_t  row_off[NBBS_MAX_ROWS];    /* first word of the row inside a tree's block */
     uint64_t  tree_words;                /* words per tree */
-    _Atomic uint64_t *hints; /* NBBS_HINTS cells, NBBS_HINT_STRIDE apart */
-    void             *words; /* _Atomic uint8_t[] (TREE) or _Atomic uint64_t[] (BUNCH) */
-    _Atomic uint8_t  *index; /* per leaf: order + 1 of the live block starting there, or 0 */
+    NBBS_ATOMIC(uint64_t) *hints; /* NBBS_HINTS cells, NBBS_HINT_STRIDE apart */
+    void                  *words; /* NBBS_ATOMIC(uint8_t)[] (TREE) or (uint64_t)[] (BUNCH) */
+    NBBS_ATOMIC(uint8_t)  *index; /* per leaf: order + 1 of the live block starting there, or 0 */
 };
 
 /* Geometry of a configuration, computed without touching memory. */
@@ -95,21 +89,26 @@ bool nbbs__geometry(size_t arena_size, const nbbs_config_t *cfg, nbbs_geom_t *g)
 void *nbbs__tree_alloc(nbbs_t *b, unsigned order);
 void  nbbs__tree_release(const nbbs_t *b, unsigned r, uint64_t gp);
 bool  nbbs__tree_take(const nbbs_t *b, unsigned r, uint64_t gp);
-int   nbbs__tree_validate(const nbbs_t *b);
 void *nbbs__bunch_alloc(nbbs_t *b, unsigned order);
 void  nbbs__bunch_release(const nbbs_t *b, unsigned r, uint64_t gp);
 bool  nbbs__bunch_take(const nbbs_t *b, unsigned r, uint64_t gp);
-int   nbbs__bunch_validate(const nbbs_t *b);
 
 static inline bool nbbs__is_bunch(const nbbs_t *b) { return b->lpw == 4; }
 
-/* The calling thread's hint cell: thread stacks are far more than 64 KiB
- * apart, and a thread's own stack pointer rarely crosses a 64 KiB line. */
-static inline _Atomic uint64_t *nbbs__hint(const nbbs_t *b)
+/* The calling context's hint cell. Where the platform names the running CPU
+ * (NBBS_CPU_ID: the kernel), the CPU's own cell. Elsewhere a hash of the
+ * stack address: thread stacks are far more than 64 KiB apart, and a thread's
+ * own stack pointer rarely crosses a 64 KiB line. (Kernel stacks are 16 KiB
+ * apart, which is why the kernel uses the CPU instead.) */
+static inline NBBS_ATOMIC(uint64_t) *nbbs__hint(const nbbs_t *b)
 {
+#ifdef NBBS_CPU_ID
+    uint64_t cell = (uint64_t)NBBS_CPU_ID();
+#else
     volatile char probe = 0;
-    uint64_t h = ((uint64_t)(uintptr_t)&probe >> 16) * UINT64_C(0x9E3779B97F4A7C15);
-    return &b->hints[((h >> 40) & b->hint_mask) * NBBS_HINT_STRIDE];
+    uint64_t cell = (((uint64_t)(uintptr_t)&probe >> 16) * UINT64_C(0x9E3779B97F4A7C15)) >> 40;
+#endif
+    return &b->hints[(cell & b->hint_mask) * NBBS_HINT_STRIDE];
 }
 
 /* Index of the leaf at address p, or UINT64_MAX if p is not a min_block

@@ -11,7 +11,7 @@
 static void for_each_block(const nbbs_t *b, void (*visit)(void *, uint64_t, uint64_t), void *ctx)
 {
     for (uint64_t i = 0; i < b->nleaves;) {
-        uint8_t v = atomic_load_explicit(&b->index[i], memory_order_relaxed);
+        uint8_t v = nb_peek_u8(&b->index[i]);
         if (v) {
             uint64_t len = UINT64_C(1) << (v - 1u);
             visit(ctx, i, len);

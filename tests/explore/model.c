@@ -28,8 +28,7 @@
 #include <string.h>
 
 #include "explore.h"
-#include "nbbs_atomic.h"
-#include "nbbs_internal.h"
+#include "nbbs_geometry.h"
 
 #define MIN_BLOCK 64
 #define ARENA_BASE ((uintptr_t)0x40000000) /* never dereferenced */
@@ -140,24 +139,14 @@ static int       model_word; /* the address of model points */
 
 /* ---- reading the node state -------------------------------------------------- */
 
-static unsigned row_of(unsigned r) { return (inst->max_order - r) / inst->lpw; }
-
-/* The 5-bit slot of the stored node (r, gp); r must be a row's bottom level. */
-static unsigned slot(unsigned r, uint64_t gp)
-{
-    unsigned k = row_of(r), sl = inst->row_spw_log[k];
-    uint64_t t = gp >> r, local = gp - (t << r); /* each tree's words are stored together */
-    uint64_t i = t * inst->tree_words + inst->row_off[k] + (local >> sl);
-    unsigned sh = SLOT_BITS * (unsigned)(local & ((UINT64_C(1) << sl) - 1));
-    uint64_t w = inst->lpw == 4 ? atomic_load(&((_Atomic uint64_t *)inst->words)[i])
-                                : atomic_load(&((_Atomic uint8_t *)inst->words)[i]);
-    return (unsigned)(w >> sh) & 31u;
-}
+/* The geometry is the core's own (nbbs_geometry.h): the explorer reads the
+ * slots exactly where the algorithm writes them. */
+static unsigned slot(unsigned r, uint64_t gp) { return nbbs__slot(inst, r, gp); }
 
 /* Every stored slot of node (r, gp) (its row's bottom slots under it) equals want. */
 static bool node_slots_all(unsigned r, uint64_t gp, unsigned want)
 {
-    unsigned rb = inst->row_bottom[row_of(r)], d = rb - r;
+    unsigned rb = inst->row_bottom[nbbs__row(inst, r, inst->lpw)], d = rb - r;
     for (uint64_t i = gp << d; i < (gp + 1) << d; i++)
         if (slot(rb, i) != want)
             return false;
@@ -168,17 +157,13 @@ static bool node_slots_all(unsigned r, uint64_t gp, unsigned want)
  * or -1. need_mark: each must carry OCC_side towards the node. Always: none OCC. */
 static int ancestors_bad(unsigned r, uint64_t gp, bool need_mark)
 {
-    for (;;) {
-        unsigned r0 = inst->row_top[row_of(r)];
-        if (r0 == 0)
-            return -1;
-        uint64_t top = gp >> (r - r0);
-        unsigned side = (unsigned)(top & 1), v;
-        gp = top >> 1, r = r0 - 1;
-        v = slot(r, gp);
+    unsigned side;
+    while (nbbs__up(inst, &r, &gp, &side, inst->lpw)) {
+        unsigned v = slot(r, gp);
         if ((v & SLOT_OCC) || (need_mark && !(v & (SLOT_OCC_L << side))))
             return (int)r;
     }
+    return -1;
 }
 
 static bool allocatable(unsigned r, uint64_t gp)
