@@ -14,7 +14,7 @@ make -s -C kernel stage O="$(realpath "$out")" >/dev/null
 if [ -n "$bug" ]; then
   p=tests/explore/bugs/bug$bug.patch
   [ -f "$p" ] || { echo "kernel build: no planted bug $p" >&2; exit 1; }
-  patch -s -p1 -d "$out" < "$p"
+  patch -s -p1 -d "$out/src/nbbs" < "$p"
 fi
 log="$out/build.log"
 if ! make -C "/lib/modules/$krel/build" M="$(realpath "$out")/kernel" modules >"$log" 2>&1; then
