@@ -62,6 +62,15 @@ MODULE_PARM_DESC(held, "order-0 blocks each thread holds in the held loop");
 static unsigned int reps = 1;
 module_param(reps, uint, 0444);
 MODULE_PARM_DESC(reps, "interleaved repetitions of the timed loops (0: no benchmark)");
+static unsigned int phase_timeout = 30;
+module_param(phase_timeout, uint, 0444);
+MODULE_PARM_DESC(phase_timeout, "seconds a phase may take before the test reports FAIL (a thread that never finishes)");
+static unsigned int contend_iters = 200000;
+module_param(contend_iters, uint, 0444);
+MODULE_PARM_DESC(contend_iters, "operations per thread in the contended phase");
+static unsigned int contend_per_cpu = 4;
+module_param(contend_per_cpu, uint, 0444);
+MODULE_PARM_DESC(contend_per_cpu, "threads per CPU in the contended phase (preempted inside operations)");
 static unsigned int churn_pct = 90;
 module_param(churn_pct, uint, 0444);
 MODULE_PARM_DESC(churn_pct, "fill level of the churn phase, percent of the frames");
@@ -70,6 +79,12 @@ MODULE_PARM_DESC(churn_pct, "fill level of the churn phase, percent of the frame
 #define KT_FRAME_SIZE (1UL << KT_FRAME_SHIFT)
 #define MIXED_SLOTS 1024u
 #define MIXED_MAX_ORDER 4u
+/* The contended phase: every thread in one small tree, so that they meet on
+ * the same words all the time (with per-CPU hints over a large range they
+ * mostly work apart, and races inside an operation are rare). */
+#define CONTEND_LOG 8u		/* 256 frames, one tree */
+#define CONTEND_SLOTS 8u
+#define CONTEND_MAX_ORDER 3u
 #define RACE_BLOCKS 4096u
 #define HUGE_ORDER 9u /* 2 MiB of 4 KiB frames */
 /* The tested range: 16 TiB up, never mapped; only its addresses are used. */
@@ -186,9 +201,10 @@ static void check_empty(struct inst *in, const char *phase)
  * Workers: one kthread per online CPU, bound to it, per phase
  * ------------------------------------------------------------------------ */
 
-enum work { W_PAIRS, W_HELD, W_MIXED, W_FILL, W_FREE_HALF, W_REFILL, W_DRAIN, W_RACE, W_IRQ };
+enum work { W_PAIRS, W_HELD, W_MIXED, W_FILL, W_FREE_HALF, W_REFILL, W_DRAIN, W_RACE, W_IRQ,
+	     W_CONTEND };
 static const char *const work_name[] = { "pairs", "held", "mixed", "fill", "free-half",
-					 "refill", "drain", "race", "irq" };
+					 "refill", "drain", "race", "irq", "contend" };
 
 enum backend {
 	BE_NBBS,
@@ -333,11 +349,12 @@ static void run_held(struct worker *w)
 	w->ops = iters;
 }
 
-static void run_mixed(struct worker *w)
+static void run_mixed(struct worker *w, unsigned long slots, unsigned int max_order,
+		      unsigned long count)
 {
-	unsigned long n = min_t(unsigned long, MIXED_SLOTS, w->nslots), i, j;
+	unsigned long n = min_t(unsigned long, slots, w->nslots), i, j;
 
-	for (i = 0; i < iters; i++) {
+	for (i = 0; i < count; i++) {
 		u64 r = rnd(w);
 
 		j = r % n;
@@ -345,13 +362,13 @@ static void run_mixed(struct worker *w)
 			put(w, w->slot[j], w->order[j]);
 			w->slot[j] = NULL;
 		} else {
-			w->order[j] = (u8)((r >> 32) % (MIXED_MAX_ORDER + 1));
+			w->order[j] = (u8)((r >> 32) % (max_order + 1));
 			w->slot[j] = get(w, w->order[j]);
 		}
 		if ((i & 1023) == 1023)
 			cond_resched();
 	}
-	w->ops = iters;
+	w->ops = count;
 }
 
 static void run_free_half(struct worker *w)
@@ -444,7 +461,10 @@ static int worker_fn(void *arg)
 		run_held(w);
 		break;
 	case W_MIXED:
-		run_mixed(w);
+		run_mixed(w, MIXED_SLOTS, MIXED_MAX_ORDER, iters);
+		break;
+	case W_CONTEND:
+		run_mixed(w, CONTEND_SLOTS, CONTEND_MAX_ORDER, contend_iters);
 		break;
 	case W_FILL:
 	case W_REFILL:
@@ -469,13 +489,19 @@ static int worker_fn(void *arg)
 }
 
 static struct worker *workers;
-static unsigned int nworkers;
+static unsigned int nworkers;	/* in the current phase: one per CPU, or nall */
+static unsigned int ncpus, nall;
+/* A phase did not finish in time: its threads may still run, so nothing
+ * they use is freed and no further phase starts; the verdict is FAIL. */
+static bool stuck;
 
 /* Runs phase `wk` on every worker at once, one kthread per CPU, and waits. */
 static int run_phase(enum work wk)
 {
 	unsigned int i;
 
+	if (stuck)
+		return -ETIMEDOUT;
 	for (i = 0; i < nworkers; i++) {
 		struct worker *w = &workers[i];
 		struct task_struct *t;
@@ -493,8 +519,15 @@ static int run_phase(enum work wk)
 		kthread_bind(t, w->cpu);
 		wake_up_process(t);
 	}
-	for (i = 0; i < nworkers; i++)
-		wait_for_completion(&workers[i].done);
+	for (i = 0; i < nworkers; i++) {
+		if (!wait_for_completion_timeout(&workers[i].done, (unsigned long)phase_timeout * HZ)) {
+			stuck = true;
+			check(false, work_name[wk], "phase-timeout-seconds", phase_timeout, 0);
+			pr_info("nbbs: CHECK %s FAIL the thread on CPU %d did not finish in %u s\n",
+				work_name[wk], workers[i].cpu, phase_timeout);
+			return -ETIMEDOUT;
+		}
+	}
 	return 0;
 }
 
@@ -539,10 +572,20 @@ static void phase(struct inst *in, enum work wk, bool nulls_allowed)
 {
 	char name[24];
 
+	/* The contended phase runs contend_per_cpu threads on each CPU: the
+	 * scheduler then preempts them inside operations, leaving one
+	 * half-done for milliseconds while the others work on the same words. */
+	nworkers = wk == W_CONTEND ? nall : ncpus;
 	set_backend(in, BE_NBBS, true);
 	run_phase(wk);
-	if (wk == W_HELD || wk == W_MIXED || wk == W_IRQ)
+	if (wk == W_HELD || wk == W_MIXED || wk == W_IRQ || wk == W_CONTEND)
 		run_phase(W_DRAIN);
+	if (wk == W_CONTEND && !stuck)
+		pr_info("nbbs: CONTEND layout=%s threads=%u frames=%lu ops_per_thread=%u\n",
+			in->name, nworkers, in->nframes, contend_iters);
+	nworkers = ncpus;
+	if (stuck)
+		return;
 	if (wk == W_IRQ) {
 		unsigned long ops = 0, wrong = 0, bad = 0;
 		unsigned int i;
@@ -576,13 +619,16 @@ static void churn(struct inst *in)
 	for (i = 0; i < nworkers; i++)
 		workers[i].share = min(share, workers[i].nslots);
 	set_backend(in, BE_NBBS, true);
-	run_phase(W_FILL);
+	if (run_phase(W_FILL))
+		return;
 	ok &= check(sum_nulls() == 0, "churn", "fill-null", (long)sum_nulls(), 0);
-	run_phase(W_FREE_HALF);
+	if (run_phase(W_FREE_HALF))
+		return;
 	for (i = 0; i < nworkers; i++)
 		freed += workers[i].freed;
 	set_backend(in, BE_NBBS, true);
-	run_phase(W_REFILL);
+	if (run_phase(W_REFILL))
+		return;
 	/* Only allocations ran since the free-half: a frame still free at the
 	 * end was free all along, so NULL would break nbbs_alloc's contract. */
 	ok &= check(sum_nulls() == 0, "churn", "refill-null", (long)sum_nulls(), 0);
@@ -603,7 +649,8 @@ static void churn(struct inst *in)
 		in->name, nworkers, churn_pct, in->nframes, freed, nfree2m,
 		(in->nframes - s.live_blocks) >> HUGE_ORDER);
 	set_backend(in, BE_NBBS, true);
-	run_phase(W_DRAIN);
+	if (run_phase(W_DRAIN))
+		return;
 	ok &= check(sum_bad_free() == 0, "churn", "free-of-live-block", (long)sum_bad_free(), 0);
 	for (i = 0; i < nworkers; i++)
 		workers[i].share = 0;
@@ -618,7 +665,7 @@ static void race(struct inst *in)
 	unsigned long ok = 0, i;
 	unsigned int j;
 
-	if (!check(blocks != NULL, "race", "kvmalloc", 0, 1))
+	if (stuck || !check(blocks != NULL, "race", "kvmalloc", 0, 1))
 		return;
 	for (i = 0; i < RACE_BLOCKS; i++)
 		blocks[i] = nbbs_alloc_order(in->b, (unsigned int)(i % 3));
@@ -626,7 +673,8 @@ static void race(struct inst *in)
 		workers[j].race = blocks;
 		workers[j].race_ok = 0;
 	}
-	run_phase(W_RACE);
+	if (run_phase(W_RACE))
+		return; /* the threads may still use blocks: leave it */
 	for (j = 0; j < nworkers; j++)
 		ok += workers[j].race_ok;
 	check(ok == RACE_BLOCKS, "race", "frees-that-succeeded", (long)ok, RACE_BLOCKS);
@@ -770,7 +818,8 @@ static u64 timed(struct inst *in, enum backend be, enum work wk)
 		for (i = 0; i < nworkers; i++)
 			fill(&workers[i], min_t(unsigned long, held, workers[i].nslots), 0);
 	}
-	run_phase(wk);
+	if (run_phase(wk))
+		return 0;
 	for (i = 0; i < nworkers; i++) {
 		t += workers[i].ns;
 		ops += workers[i].ops;
@@ -786,8 +835,8 @@ static void bench(struct inst *insts)
 
 	if (!res)
 		return;
-	for (r = 0; r < reps; r++) {
-		for (k = 0; k < NBENCH; k++) {
+	for (r = 0; r < reps && !stuck; r++) {
+		for (k = 0; k < NBENCH && !stuck; k++) {
 			for (a = 0; a < NALLOC; a++) {
 				struct inst *in = a < 2 ? &insts[a] : NULL;
 				u64 v = timed(in, a < 2 ? BE_NBBS : BE_PAGES, bench_work[k]);
@@ -818,6 +867,8 @@ static void bench(struct inst *insts)
 		}
 	}
 	kfree(res);
+	if (stuck)
+		return;
 	check_empty(&insts[0], "bench");
 	check_empty(&insts[1], "bench");
 }
@@ -828,7 +879,7 @@ static void bench(struct inst *insts)
 
 static int __init nbbs_kmod_init(void)
 {
-	struct inst insts[2] = {};
+	struct inst insts[2] = {}, small[2] = {};
 	unsigned long per_thread;
 	unsigned int i, cpu;
 	u64 t0 = ktime_get_ns();
@@ -836,32 +887,39 @@ static int __init nbbs_kmod_init(void)
 
 	if (frames_log < 12 || frames_log > 24)
 		frames_log = 18;
-	nworkers = num_online_cpus();
+	if (contend_per_cpu < 1 || contend_per_cpu > 16)
+		contend_per_cpu = 4;
+	ncpus = num_online_cpus();
+	nall = ncpus * contend_per_cpu;
 	per_thread = max3((unsigned long)held, (unsigned long)MIXED_SLOTS,
-			  (1UL << frames_log) / 100 * churn_pct / nworkers + 1);
-	pr_info("nbbs: START cpus=%u frames=%lu iters=%u held=%u reps=%u churn_pct=%u\n",
-		nworkers, 1UL << frames_log, iters, held, reps, churn_pct);
-	workers = kcalloc(nworkers, sizeof(*workers), GFP_KERNEL);
+			  (1UL << frames_log) / 100 * churn_pct / ncpus + 1);
+	pr_info("nbbs: START cpus=%u frames=%lu iters=%u held=%u reps=%u churn_pct=%u contend_threads=%u contend_iters=%u\n",
+		ncpus, 1UL << frames_log, iters, held, reps, churn_pct, nall, contend_iters);
+	workers = kcalloc(nall, sizeof(*workers), GFP_KERNEL);
 	if (!workers) {
 		err = -ENOMEM;
 		goto out;
 	}
-	i = 0;
-	for_each_online_cpu(cpu) {
-		struct worker *w;
+	/* workers[0..ncpus) one per CPU; the rest, for the contended phase,
+	 * cycle over the CPUs again */
+	for (i = 0; i < nall;) {
+		for_each_online_cpu(cpu) {
+			struct worker *w;
+			unsigned long n = i < ncpus ? per_thread : CONTEND_SLOTS;
 
-		if (i >= nworkers)
-			break;
-		w = &workers[i++];
-		w->cpu = cpu;
-		w->rng = 0x9E3779B97F4A7C15ULL * (cpu + 1);
-		w->nslots = per_thread;
-		w->slot = kvcalloc(per_thread, sizeof(void *), GFP_KERNEL);
-		w->order = kvcalloc(per_thread, 1, GFP_KERNEL);
-		if (!w->slot || !w->order)
-			err = -ENOMEM;
+			if (i >= nall)
+				break;
+			w = &workers[i++];
+			w->cpu = cpu;
+			w->rng = 0x9E3779B97F4A7C15ULL * i;
+			w->nslots = n;
+			w->slot = kvcalloc(n, sizeof(void *), GFP_KERNEL);
+			w->order = kvcalloc(n, 1, GFP_KERNEL);
+			if (!w->slot || !w->order)
+				err = -ENOMEM;
+		}
 	}
-	nworkers = i;
+	nworkers = ncpus;
 	if (err)
 		goto out;
 
@@ -869,11 +927,13 @@ static int __init nbbs_kmod_init(void)
 	api_errors(NBBS_LAYOUT_TREE);
 
 	if (inst_init(&insts[0], NBBS_LAYOUT_BUNCH, frames_log) ||
-	    inst_init(&insts[1], NBBS_LAYOUT_TREE, frames_log)) {
+	    inst_init(&insts[1], NBBS_LAYOUT_TREE, frames_log) ||
+	    inst_init(&small[0], NBBS_LAYOUT_BUNCH, CONTEND_LOG) ||
+	    inst_init(&small[1], NBBS_LAYOUT_TREE, CONTEND_LOG)) {
 		check(false, "setup", "inst_init", 0, 0);
 		goto fini;
 	}
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < 2 && !stuck; i++) {
 		struct inst *in = &insts[i];
 
 		phase(in, W_PAIRS, false);
@@ -882,15 +942,21 @@ static int __init nbbs_kmod_init(void)
 		phase(in, W_IRQ, false);
 		churn(in);
 		race(in);
+		if (!stuck)
+			phase(&small[i], W_CONTEND, true);
 	}
-	if (reps)
+	if (reps && !stuck)
 		bench(insts);
+	if (stuck)
+		goto verdict; /* threads may still run: free nothing they use */
 fini:
 	inst_fini(&insts[0]);
 	inst_fini(&insts[1]);
+	inst_fini(&small[0]);
+	inst_fini(&small[1]);
 out:
 	if (workers) {
-		for (i = 0; i < nworkers; i++) {
+		for (i = 0; i < nall; i++) {
 			kvfree(workers[i].slot);
 			kvfree(workers[i].order);
 		}
@@ -899,6 +965,7 @@ out:
 	}
 	if (err)
 		check(false, "setup", "memory", err, 0);
+verdict:
 	pr_info("nbbs: RESULT %s checks=%d failed=%d seconds=%llu\n",
 		atomic_read(&failed) ? "FAIL" : "PASS", atomic_read(&checks), atomic_read(&failed),
 		div64_u64(ktime_get_ns() - t0, NSEC_PER_SEC));

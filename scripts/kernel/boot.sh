@@ -33,8 +33,8 @@ bash scripts/kernel/initramfs.sh "$out/kernel/nbbs.ko" "$out/initramfs.cpio.gz" 
 # MSR write, with qemu64/kvm64 the guest hangs before its first message. A
 # probe that could tell would cost a boot attempt and a timeout on every run.
 accel=${NBBS_KERNEL_ACCEL:-tcg}
-cpu=max
-[ "$accel" = kvm ] && cpu=host
+cpu=max accel_opt=tcg,thread=multi # one host thread per vCPU: the vCPUs really run at once
+[ "$accel" = kvm ] && cpu=host accel_opt=kvm
 echo "kernel boot: $krel, qemu $accel, -smp 2${bug:+, planted bug $bug}"
 # preempt=full: the most preemption points Debian's kernel offers, so the
 # self-test's threads are interleaved as much as the kernel allows.
@@ -44,7 +44,7 @@ echo "kernel boot: $krel, qemu $accel, -smp 2${bug:+, planted bug $bug}"
 append="console=ttyS0 panic=-1 panic_on_warn=1 oops=panic softlockup_panic=1 preempt=full nokaslr init_on_alloc=0"
 set +e
 echo "nbbs-boot: kernel=$krel accel=$accel smp=2 mem_mib=1024 bug=${bug:-none} cmdline=\"$append\"" > "$out/boot.log"
-timeout "${NBBS_KERNEL_TIMEOUT:-600}" qemu-system-x86_64 -accel $accel -cpu $cpu -smp 2 -m 1024 \
+timeout "${NBBS_KERNEL_TIMEOUT:-300}" qemu-system-x86_64 -accel $accel_opt -cpu $cpu -smp 2 -m 1024 \
   -kernel "build/kernel/vmlinuz-$krel" -initrd "$out/initramfs.cpio.gz" \
   -append "$append" -nographic -no-reboot -monitor none -serial stdio \
   < /dev/null >> "$out/boot.log" 2>&1

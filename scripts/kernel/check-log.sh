@@ -11,7 +11,7 @@ expect_fail=0
 [ "${1:-}" = --expect-fail ] && { expect_fail=1; shift; }
 log=$1
 [ -s "$log" ] || { echo "kernel log: $log is empty or missing"; exit 1; }
-trouble='Kernel panic|Oops|BUG:|WARNING:|general protection fault|possible circular locking|possible recursive locking|inconsistent lock state|lockdep|soft lockup|hard LOCKUP|rcu_sched self-detected stall|rcu: INFO|UBSAN:|KASAN:|Call Trace:'
+trouble='Kernel panic|Oops|BUG:|WARNING:|general protection fault|possible circular locking|possible recursive locking|inconsistent lock state|lockdep|soft lockup|hard LOCKUP|rcu_sched self-detected stall|rcu: INFO|blocked for more than|UBSAN:|KASAN:|Call Trace:'
 problems=$(tr -d '\r' < "$log" | grep -E "$trouble" | head -20)
 verdict=$(tr -d '\r' < "$log" | grep -oE 'nbbs: RESULT (PASS|FAIL).*' | tail -1)
 fails=$(tr -d '\r' < "$log" | grep -E 'nbbs: .*\bFAIL\b' | head -20)
