@@ -246,8 +246,16 @@ struct worker {
 	unsigned long irq_ops;	/* allocations in hard interrupt context */
 	unsigned long irq_wrong;	/* callbacks not in hard interrupt context */
 	unsigned long irq_bad_free;	/* nbbs_free refused the callback's block */
+	unsigned long irq_period;	/* ns */
 	bool irq_stop;
 };
+
+static struct worker *workers;
+static unsigned int nworkers;	/* in the current phase: one per CPU, or nall */
+static unsigned int ncpus, nall;
+/* A phase did not finish in time: its threads may still run, so nothing
+ * they use is freed and no further phase starts; the verdict is FAIL. */
+static bool stuck;
 
 static u64 rnd(struct worker *w)
 {
@@ -397,6 +405,7 @@ static void run_race(struct worker *w)
 }
 
 #define IRQ_PERIOD_NS (200 * NSEC_PER_USEC)
+#define CONTEND_IRQ_PERIOD_NS (50 * NSEC_PER_USEC)
 
 /* Hard interrupt context, on the worker's CPU: free the block the last
  * callback took, take a new one (marked in the bitmap like any other). */
@@ -421,21 +430,25 @@ static enum hrtimer_restart irq_cb(struct hrtimer *t)
 		w->irq_block = p;
 		w->irq_ops++;
 	}
-	hrtimer_forward_now(t, ns_to_ktime(IRQ_PERIOD_NS));
+	hrtimer_forward_now(t, ns_to_ktime(w->irq_period));
 	return HRTIMER_RESTART;
 }
 
-static void run_irq(struct worker *w)
+static void run_with_irq(struct worker *w, unsigned long period_ns)
 {
 	w->irq_block = NULL;
 	w->irq_ops = 0;
 	w->irq_wrong = 0;
 	w->irq_bad_free = 0;
+	w->irq_period = period_ns;
 	WRITE_ONCE(w->irq_stop, false);
 	hrtimer_init(&w->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_PINNED_HARD);
 	w->timer.function = irq_cb;
-	hrtimer_start(&w->timer, ns_to_ktime(IRQ_PERIOD_NS), HRTIMER_MODE_REL_PINNED_HARD);
-	run_held(w);
+	hrtimer_start(&w->timer, ns_to_ktime(period_ns), HRTIMER_MODE_REL_PINNED_HARD);
+	if (w->w == W_IRQ)
+		run_held(w);
+	else
+		run_mixed(w, CONTEND_SLOTS, CONTEND_MAX_ORDER, contend_iters);
 	WRITE_ONCE(w->irq_stop, true);
 	hrtimer_cancel(&w->timer);
 	/* a callback that ran after the stop flag freed its block; one that
@@ -464,7 +477,12 @@ static int worker_fn(void *arg)
 		run_mixed(w, MIXED_SLOTS, MIXED_MAX_ORDER, iters);
 		break;
 	case W_CONTEND:
-		run_mixed(w, CONTEND_SLOTS, CONTEND_MAX_ORDER, contend_iters);
+		/* the first thread on each CPU also arms that CPU's timer, whose
+		 * callbacks interrupt whichever thread runs there mid-operation */
+		if (w - workers < ncpus)
+			run_with_irq(w, CONTEND_IRQ_PERIOD_NS);
+		else
+			run_mixed(w, CONTEND_SLOTS, CONTEND_MAX_ORDER, contend_iters);
 		break;
 	case W_FILL:
 	case W_REFILL:
@@ -480,7 +498,7 @@ static int worker_fn(void *arg)
 		run_race(w);
 		break;
 	case W_IRQ:
-		run_irq(w);
+		run_with_irq(w, IRQ_PERIOD_NS);
 		break;
 	}
 	w->ns = ktime_get_ns() - t0;
@@ -488,12 +506,6 @@ static int worker_fn(void *arg)
 	return 0;
 }
 
-static struct worker *workers;
-static unsigned int nworkers;	/* in the current phase: one per CPU, or nall */
-static unsigned int ncpus, nall;
-/* A phase did not finish in time: its threads may still run, so nothing
- * they use is freed and no further phase starts; the verdict is FAIL. */
-static bool stuck;
 
 /* Runs phase `wk` on every worker at once, one kthread per CPU, and waits. */
 static int run_phase(enum work wk)
@@ -583,10 +595,11 @@ static void phase(struct inst *in, enum work wk, bool nulls_allowed)
 	if (wk == W_CONTEND && !stuck)
 		pr_info("nbbs: CONTEND layout=%s threads=%u frames=%lu ops_per_thread=%u\n",
 			in->name, nworkers, in->nframes, contend_iters);
-	nworkers = ncpus;
-	if (stuck)
+	if (stuck) {
+		nworkers = ncpus;
 		return;
-	if (wk == W_IRQ) {
+	}
+	if (wk == W_IRQ || wk == W_CONTEND) {
 		unsigned long ops = 0, wrong = 0, bad = 0;
 		unsigned int i;
 
@@ -595,15 +608,16 @@ static void phase(struct inst *in, enum work wk, bool nulls_allowed)
 			wrong += workers[i].irq_wrong;
 			bad += workers[i].irq_bad_free;
 		}
-		check(bad == 0, "irq", "free-of-live-block-in-hardirq", (long)bad, 0);
-		check(ops > 0, "irq", "allocations-in-hardirq", (long)ops, 1);
-		check(wrong == 0, "irq", "callbacks-not-in-hardirq", (long)wrong, 0);
-		pr_info("nbbs: IRQ layout=%s hardirq_allocs=%lu\n", in->name, ops);
+		check(bad == 0, work_name[wk], "free-of-live-block-in-hardirq", (long)bad, 0);
+		check(ops > 0, work_name[wk], "allocations-in-hardirq", (long)ops, 1);
+		check(wrong == 0, work_name[wk], "callbacks-not-in-hardirq", (long)wrong, 0);
+		pr_info("nbbs: IRQ phase=%s layout=%s hardirq_allocs=%lu\n", work_name[wk], in->name, ops);
 	}
 	snprintf(name, sizeof(name), "%s", work_name[wk]);
 	check(sum_bad_free() == 0, name, "free-of-live-block", (long)sum_bad_free(), 0);
 	if (!nulls_allowed)
 		check(sum_nulls() == 0, name, "alloc-null", (long)sum_nulls(), 0);
+	nworkers = ncpus;
 	check_empty(in, name);
 }
 
