@@ -83,8 +83,12 @@ MODULE_PARM_DESC(churn_pct, "fill level of the churn phase, percent of the frame
  * the same words all the time (with per-CPU hints over a large range they
  * mostly work apart, and races inside an operation are rare). */
 #define CONTEND_LOG 8u		/* 256 frames, one tree */
-#define CONTEND_SLOTS 8u
-#define CONTEND_MAX_ORDER 3u
+#define CONTEND_SLOTS 4u
+/* Orders 0..6 with probability 1/2, 1/4, ...: a mark lost high in the tree
+ * (a live block no longer recorded in an ancestor) then soon lets a large
+ * allocation cover a live block, which the bitmap sees at once; with small
+ * orders only, such a loss heals when the block is freed and shows nowhere. */
+#define CONTEND_MAX_ORDER 6u
 #define RACE_BLOCKS 4096u
 #define HUGE_ORDER 9u /* 2 MiB of 4 KiB frames */
 /* The tested range: 16 TiB up, never mapped; only its addresses are used. */
@@ -370,7 +374,9 @@ static void run_mixed(struct worker *w, unsigned long slots, unsigned int max_or
 			put(w, w->slot[j], w->order[j]);
 			w->slot[j] = NULL;
 		} else {
-			w->order[j] = (u8)((r >> 32) % (max_order + 1));
+			w->order[j] = max_order == CONTEND_MAX_ORDER ?
+				(u8)min_t(unsigned int, __builtin_ctzll((r >> 32) | (1ULL << 31)), max_order) :
+				(u8)((r >> 32) % (max_order + 1));
 			w->slot[j] = get(w, w->order[j]);
 		}
 		if ((i & 1023) == 1023)
