@@ -62,7 +62,7 @@ MODULE_PARM_DESC(held, "order-0 blocks each thread holds in the held loop");
 static unsigned int reps = 1;
 module_param(reps, uint, 0444);
 MODULE_PARM_DESC(reps, "interleaved repetitions of the timed loops (0: no benchmark)");
-static unsigned int phase_timeout = 30;
+static unsigned int phase_timeout = 60;
 module_param(phase_timeout, uint, 0444);
 MODULE_PARM_DESC(phase_timeout, "seconds a phase may take before the test reports FAIL (a thread that never finishes)");
 static unsigned int contend_iters = 200000;
