@@ -107,7 +107,7 @@ int main(int argc, char **argv)
     int threads = argc > 1 ? atoi(argv[1]) : 2;
     if (threads < 1 || threads > 64)
         threads = 2;
-    nbbs_config_t cfg = { FRAME, MAX_ORDER, NBBS_LAYOUT_BUNCH };
+    nbbs_config_t cfg = { .min_block = FRAME, .max_order = MAX_ORDER, .layout = NBBS_LAYOUT_BUNCH };
 
     /* The kernel way: ask for the metadata size, provide the memory. */
     size_t meta_size = nbbs_meta_size(PHYS_SIZE, &cfg);

@@ -62,9 +62,12 @@ typedef enum nbbs_layout {
 } nbbs_layout_t;
 
 typedef struct nbbs_config {
-    size_t        min_block; /* allocation unit in bytes, a power of two >= 8; 0 means 4096 */
-    unsigned      max_order; /* largest block = min_block << max_order; 0 means as large as the arena allows */
-    nbbs_layout_t layout;    /* 0 means NBBS_LAYOUT_BUNCH */
+    size_t        min_block;   /* allocation unit in bytes, a power of two >= 8; 0 means 4096 */
+    unsigned      max_order;   /* largest block = min_block << max_order; 0 means as large as the arena allows */
+    nbbs_layout_t layout;      /* 0 means NBBS_LAYOUT_BUNCH */
+    unsigned      group_order; /* blocks of this order are kept whole while smaller blocks fit
+                                * elsewhere (huge pages: 9 for 2 MiB of 4 KiB frames); 0 means
+                                * min(9, max_order); at most max_order */
 } nbbs_config_t;
 
 /* Error code returned by nbbs_free and nbbs_occupancy_map for bad input. */
@@ -84,7 +87,7 @@ typedef struct nbbs_config {
  * means all defaults). Returns 0 if the configuration is invalid: min_block
  * not a power of two >= 8, arena_size 0 or not a multiple of min_block,
  * layout unknown, max_order > NBBS_MAX_ORDER or a max block larger than the
- * arena. */
+ * arena, group_order > max_order. */
 size_t nbbs_meta_size(size_t arena_size, const nbbs_config_t *cfg);
 
 /* Builds an instance in caller-provided metadata (kernel-friendly: no libc,

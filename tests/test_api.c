@@ -28,7 +28,7 @@ static void *meta_alloc(size_t n)
 
 static void test_config(nbbs_layout_t lay)
 {
-    nbbs_config_t c = { 0, 0, lay };
+    nbbs_config_t c = { .min_block = 0, .max_order = 0, .layout = lay };
     CHECK(nbbs_meta_size(1 << 20, &c) > 0);              /* defaults: 4 KiB blocks */
     CHECK(nbbs_meta_size(1 << 20, NULL) > 0);            /* NULL config = defaults */
     c.min_block = 4;
@@ -48,13 +48,22 @@ static void test_config(nbbs_layout_t lay)
     c.min_block = 64, c.max_order = 0, c.layout = (nbbs_layout_t)2;
     CHECK_EQ(nbbs_meta_size(1 << 20, &c), 0);            /* unknown layout */
     c.layout = (nbbs_layout_t)0;                         /* 0 = BUNCH */
-    nbbs_config_t cb = { 64, 0, NBBS_LAYOUT_BUNCH };
+    nbbs_config_t cb = { .min_block = 64, .max_order = 0, .layout = NBBS_LAYOUT_BUNCH };
     CHECK_EQ(nbbs_meta_size(1 << 20, &c), nbbs_meta_size(1 << 20, &cb));
+    c.layout = lay, c.max_order = 6;
+    c.group_order = 7;
+    CHECK_EQ(nbbs_meta_size(1 << 20, &c), 0);            /* group larger than the max block */
+    c.group_order = 6;
+    CHECK(nbbs_meta_size(1 << 20, &c) > 0);
+    char *m = meta_alloc(nbbs_meta_size(1 << 20, &c));
+    c.group_order = 7;
+    CHECK(nbbs_init(m, 1 << 16, (void *)(uintptr_t)0x100000, 1 << 20, &c) == NULL);
+    free(m);
 }
 
 static void test_init_errors(nbbs_layout_t lay)
 {
-    nbbs_config_t c = { 64, 0, lay };
+    nbbs_config_t c = { .min_block = 64, .max_order = 0, .layout = lay };
     size_t arena = 64 * 100, need = nbbs_meta_size(arena, &c);
     CHECK(need > 0);
     char *meta = meta_alloc(need + 128);
@@ -84,7 +93,7 @@ static void test_init_errors(nbbs_layout_t lay)
 
 static void test_alloc_sizes(nbbs_layout_t lay)
 {
-    nbbs_config_t c = { 16, 6, lay }; /* blocks of 16 .. 1024 bytes */
+    nbbs_config_t c = { .min_block = 16, .max_order = 6, .layout = lay }; /* blocks of 16 .. 1024 bytes */
     size_t arena = 16 * 64 * 5;       /* five max-size blocks */
     nbbs_t *b = nbbs_create(FAKE_BASE, arena, &c);
     CHECK(b != NULL);
@@ -123,7 +132,7 @@ static void test_alloc_sizes(nbbs_layout_t lay)
 /* Every bad free returns NBBS_EINVAL and leaves the metadata byte-identical. */
 static void test_bad_free(nbbs_layout_t lay)
 {
-    nbbs_config_t c = { 64, 4, lay };
+    nbbs_config_t c = { .min_block = 64, .max_order = 4, .layout = lay };
     size_t arena = 64 * 16 * 3;
     size_t need = nbbs_meta_size(arena, &c);
     char *meta = meta_alloc(need), *snap = malloc(need);
@@ -176,7 +185,7 @@ static void test_bad_free(nbbs_layout_t lay)
 static void test_exhaustion(nbbs_layout_t lay)
 {
     for (unsigned max_order = 0; max_order <= 9; max_order += 3) {
-        nbbs_config_t c = { 8, max_order, lay };
+        nbbs_config_t c = { .min_block = 8, .max_order = max_order, .layout = lay };
         size_t n = 1000, arena = 8 * n;
         nbbs_t *b = nbbs_create(FAKE_BASE, arena, &c);
         CHECK(b != NULL);
@@ -207,7 +216,7 @@ static void test_exhaustion(nbbs_layout_t lay)
 
 static void test_stats_and_map(nbbs_layout_t lay)
 {
-    nbbs_config_t c = { 64, 3, lay }; /* max block 512 */
+    nbbs_config_t c = { .min_block = 64, .max_order = 3, .layout = lay }; /* max block 512 */
     size_t arena = 64 * 20;           /* 2.5 max blocks */
     nbbs_t *b = nbbs_create(FAKE_BASE, arena, &c);
     CHECK(b != NULL);
@@ -276,7 +285,7 @@ static void test_untouched_arena(nbbs_layout_t lay)
     CHECK(none != MAP_FAILED);
     void *bases[] = { none, (void *)(uintptr_t)0x7e0000000000ull };
     for (int k = 0; k < 2; k++) {
-        nbbs_config_t c = { 4096, 8, lay };
+        nbbs_config_t c = { .min_block = 4096, .max_order = 8, .layout = lay };
         nbbs_t *b = nbbs_create(bases[k], arena, &c);
         CHECK(b != NULL);
         if (!b)
@@ -300,7 +309,7 @@ static void test_metadata_size(nbbs_layout_t lay)
         { 4096 * 1000, 4096, 3 }, { 8 * 17, 8, 4 },
     };
     for (unsigned i = 0; i < sizeof cf / sizeof cf[0]; i++) {
-        nbbs_config_t c = { cf[i].min_block, cf[i].max_order, lay };
+        nbbs_config_t c = { .min_block = cf[i].min_block, .max_order = cf[i].max_order, .layout = lay };
         size_t m = nbbs_meta_size(cf[i].arena, &c), n = cf[i].arena / cf[i].min_block;
         CHECK(m > 0);
         if (n >= 1000) /* fixed header amortised: bound the per-block part */

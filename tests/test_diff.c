@@ -78,7 +78,7 @@ static void run_seed(unsigned long long seed, long ops)
     uint64_t nleaves = 1 + rnd_next(&rs) % 3000;
     unsigned fit = 63 - (unsigned)__builtin_clzll(nleaves);
     unsigned max_order = (unsigned)(rnd_next(&rs) % (fit + 1));
-    nbbs_config_t c = { min_block, max_order, lay };
+    nbbs_config_t c = { .min_block = min_block, .max_order = max_order, .layout = lay };
     if (max_order == 0)
         max_order = fit; /* 0 means as large as the arena allows */
     size_t arena = (size_t)nleaves * min_block;

@@ -179,7 +179,7 @@ static void run(nbbs_layout_t lay, unsigned nthreads, long ops)
     char *base = mmap(NULL, arena, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(base != MAP_FAILED);
     memset(&s, 0, sizeof s);
-    nbbs_config_t c = { min_block, max_order, lay };
+    nbbs_config_t c = { .min_block = min_block, .max_order = max_order, .layout = lay };
     s.b = nbbs_create(base, arena, &c);
     CHECK(s.b != NULL);
     s.base = base, s.min_block = min_block, s.max_order = max_order, s.ops = ops;

@@ -39,13 +39,22 @@ int nbbs_free(nbbs_t *b, void *p)
         return NBBS_EINVAL; /* a concurrent free of the same block won */
     unsigned order = v - 1u;
     unsigned r = b->max_order - order;
-    NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b); /* the next allocation here starts at this block */
-    if (nb_hint_load(hint) != leaf)
+    /* The next allocation here starts at this block if it lies in the group
+     * this context is filling (a free right after an allocation reuses its
+     * block). A block freed elsewhere, such as another thread's handed over,
+     * leaves the hint alone: following it dragged the scan into other
+     * threads' regions, and allocation after cross-thread frees cost more
+     * than after local ones (LLFree's "rand", docs/design.md). */
+    NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b);
+    uint64_t h = nb_hint_load(hint);
+    if (h != leaf && h >> b->group_order == leaf >> b->group_order)
         nb_hint_store(hint, leaf);
     if (nbbs__is_bunch(b))
         nbbs__bunch_release(b, r, leaf >> order);
     else
         nbbs__tree_release(b, r, leaf >> order);
+    if (order < b->group_order) /* a hole in a group: placement fills those first */
+        nbbs__hole_mark(b, leaf);
     return 0;
 }
 

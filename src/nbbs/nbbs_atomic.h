@@ -98,6 +98,23 @@ static inline void nb_hint_store(NBBS_ATOMIC(uint64_t) *p, uint64_t v)
     nbbs_atomic_store(p, v, NBBS_MO_RELAXED);
 }
 
+/* The hole bitmap (nbbs__hole_mark in nbbs_internal.h): a placement
+ * heuristic, so not observed by the hook (the explorer would only multiply
+ * its interleavings by steps that cannot break safety), but seq_cst, which
+ * is what makes it lossless. The OR and the AND run only when a bit changes. */
+static inline uint64_t nb_hole_load(NBBS_ATOMIC(uint64_t) *p)
+{
+    return nbbs_atomic_load(p, NBBS_MO_SEQ_CST);
+}
+static inline void nb_hole_or(NBBS_ATOMIC(uint64_t) *p, uint64_t v)
+{
+    (void)nbbs_atomic_fetch_or(p, v, NBBS_MO_SEQ_CST);
+}
+static inline void nb_hole_and(NBBS_ATOMIC(uint64_t) *p, uint64_t v)
+{
+    (void)nbbs_atomic_fetch_and(p, v, NBBS_MO_SEQ_CST);
+}
+
 /* Initialisation only (no other thread can see the metadata yet): a relaxed
  * store, which the compiler will not fuse into a call to memset. */
 #define nb_init_store(p, v) nbbs_atomic_store((p), (v), NBBS_MO_RELAXED)

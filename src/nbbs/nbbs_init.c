@@ -11,7 +11,7 @@ static unsigned log2_floor(uint64_t x) { return 63u - (unsigned)__builtin_clzll(
 
 bool nbbs__geometry(size_t arena_size, const nbbs_config_t *cfg, nbbs_geom_t *g)
 {
-    nbbs_config_t c = { 0, 0, 0 };
+    nbbs_config_t c = { 0, 0, 0, 0 };
     if (cfg)
         c = *cfg;
     if (c.min_block == 0)
@@ -51,7 +51,13 @@ bool nbbs__geometry(size_t arena_size, const nbbs_config_t *cfg, nbbs_geom_t *g)
     while (g->nhints < NBBS_HINTS && (uint64_t)g->nhints * 2 * 128 <= g->nleaves)
         g->nhints *= 2;
     g->hint_bytes = (size_t)g->nhints * NBBS_HINT_STRIDE * sizeof(uint64_t);
-    g->meta_size = ALIGN_UP(sizeof(struct nbbs), NBBS_META_ALIGN) + g->hint_bytes +
+    if (c.group_order > g->max_order)
+        return false;
+    g->group_order = c.group_order ? c.group_order
+                                   : g->max_order < NBBS_GROUP_ORDER ? g->max_order : NBBS_GROUP_ORDER;
+    g->ngroups = g->ntrees << (g->max_order - g->group_order);
+    g->hole_bytes = ALIGN_UP((size_t)((g->ngroups + 63) / 64) * sizeof(uint64_t), NBBS_META_ALIGN);
+    g->meta_size = ALIGN_UP(sizeof(struct nbbs), NBBS_META_ALIGN) + g->hint_bytes + g->hole_bytes +
                    ALIGN_UP(g->tree_bytes, NBBS_META_ALIGN) + ALIGN_UP(g->index_bytes, 8);
     return true;
 }
@@ -125,6 +131,12 @@ nbbs_t *nbbs_init(void *meta, size_t meta_size, void *base, size_t arena_size,
     for (unsigned i = 0; i < g.nhints; i++) /* spread the start points */
         nb_init_store(&b->hints[i * NBBS_HINT_STRIDE], g.nleaves * i / g.nhints);
     p += g.hint_bytes;
+    b->holes = (NBBS_ATOMIC(uint64_t) *)p;
+    b->group_order = g.group_order;
+    b->ngroups = g.ngroups;
+    for (uint64_t i = 0; i < g.hole_bytes / sizeof(uint64_t); i++)
+        nb_init_store(&b->holes[i], 0);
+    p += g.hole_bytes;
     b->words = p;
     if (g.lpw == 4) {
         NBBS_ATOMIC(uint64_t) *w = (NBBS_ATOMIC(uint64_t) *)p;

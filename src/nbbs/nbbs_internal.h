@@ -7,6 +7,7 @@
 #ifndef NBBS_INTERNAL_H
 #define NBBS_INTERNAL_H
 
+#include "nbbs_atomic.h"
 #include "nbbs_platform.h"
 
 #include "nbbs.h"
@@ -44,6 +45,17 @@ _Static_assert(SLOT_REP(31) == (UINT64_C(1) << 40) - 1, "SLOT_REP fills 8 slots 
 _Static_assert(NBBS_HINT_STRIDE * 8 == 64 && (NBBS_HINTS & (NBBS_HINTS - 1)) == 0,
                "hint cells: one cache line each, a power of two of them");
 
+/* Placement (FN(alloc) in nbbs_core.inc, docs/design.md "Placement"): a
+ * candidate that would split a free block smaller than a group is taken
+ * unless one of the next NBBS_FIT_LOOK such candidates splits a smaller one.
+ * Before a free group (NBBS_GROUP_ORDER: 2 MiB of 4 KiB frames) is broken
+ * for a smaller block, the scan visits up to NBBS_HOLE_VISITS groups whose
+ * hole bit is set, found within NBBS_HOLE_WORDS words of the bitmap ahead. */
+#define NBBS_FIT_LOOK    1u
+#define NBBS_GROUP_ORDER 9u /* default of nbbs_config_t.group_order */
+#define NBBS_HOLE_VISITS 8u
+#define NBBS_HOLE_WORDS  64u
+
 #define NBBS_MAGIC UINT64_C(0x6e6262732d763100) /* "nbbs-v1" */
 #define NBBS_MAX_ROWS (NBBS_MAX_ORDER + 1)
 
@@ -62,6 +74,8 @@ struct nbbs {
     unsigned  lpw;       /* levels per row: 1 (TREE) or 4 (BUNCH) */
     unsigned  nrows;
     unsigned  hint_mask; /* number of hint cells - 1 (a power of two) */
+    unsigned  group_order; /* order of a "group" (2 MiB of 4 KiB frames): see holes */
+    uint64_t  ngroups;
     bool      hosted;    /* metadata from nbbs_create */
     /* Per row k (0 = the row holding the leaves). */
     uint8_t   row_bottom[NBBS_MAX_ROWS]; /* level of the stored nodes */
@@ -70,6 +84,8 @@ struct nbbs {
     uint64_t  row_off[NBBS_MAX_ROWS];    /* first word of the row inside a tree's block */
     uint64_t  tree_words;                /* words per tree */
     NBBS_ATOMIC(uint64_t) *hints; /* NBBS_HINTS cells, NBBS_HINT_STRIDE apart */
+    NBBS_ATOMIC(uint64_t) *holes; /* a bit per group: a block smaller than a group was freed in it
+                                   * since a scan last found it full (a heuristic, see nbbs__hole_mark) */
     void                  *words; /* NBBS_ATOMIC(uint8_t)[] (TREE) or (uint64_t)[] (BUNCH) */
     NBBS_ATOMIC(uint8_t)  *index; /* per leaf: order + 1 of the live block starting there, or 0 */
 };
@@ -77,9 +93,9 @@ struct nbbs {
 /* Geometry of a configuration, computed without touching memory. */
 typedef struct nbbs_geom {
     size_t   min_block;
-    unsigned min_shift, max_order, lpw, nrows, nhints;
-    uint64_t nleaves, ntrees, nwords;
-    size_t   word_size, hint_bytes, tree_bytes, index_bytes, meta_size;
+    unsigned min_shift, max_order, lpw, nrows, nhints, group_order;
+    uint64_t nleaves, ntrees, nwords, ngroups;
+    size_t   word_size, hint_bytes, hole_bytes, tree_bytes, index_bytes, meta_size;
 } nbbs_geom_t;
 
 /* Fills g; returns false if the configuration is invalid. */
@@ -119,6 +135,44 @@ static inline uint64_t nbbs__leaf_of(const nbbs_t *b, const void *p)
     if (a < b->base || a - b->base >= b->arena_size || ((a - b->base) & (b->min_block - 1)))
         return UINT64_MAX;
     return (uint64_t)(a - b->base) >> b->min_shift;
+}
+
+/* The hole bitmap: a bit per group (a block of order group_order), set when
+ * a block smaller than a group is freed in it, cleared by a scan that is
+ * about to look at the group for a hole. A heuristic for placement only
+ * (a stale bit costs a look, a missing one a hole not found), but lossless:
+ * a free sets the bit after its release, with a seq_cst load (and an OR only
+ * on a 0 -> 1 change, so the usual free writes nothing); a scan clears the
+ * bit before it looks. In the single total order of these seq_cst
+ * operations, either the free's load comes after the clear and sets the bit
+ * again, or its release came before the scan's look, which then sees it. */
+static inline void nbbs__hole_mark(const nbbs_t *b, uint64_t leaf)
+{
+    uint64_t g = leaf >> b->group_order;
+    NBBS_ATOMIC(uint64_t) *w = &b->holes[g >> 6];
+    uint64_t bit = UINT64_C(1) << (g & 63);
+    if (!(nb_hole_load(w) & bit))
+        nb_hole_or(w, bit);
+}
+
+/* The first group after g0 (wrapping; within NBBS_HOLE_WORDS words of the
+ * bitmap) whose hole bit is set, its bit cleared; UINT64_MAX if none. */
+static inline uint64_t nbbs__hole_take(const nbbs_t *b, uint64_t g0)
+{
+    uint64_t nw = (b->ngroups + 63) >> 6;
+    uint64_t g = g0 + 1 < b->ngroups ? g0 + 1 : 0;
+    uint64_t wi = g >> 6, mask = ~UINT64_C(0) << (g & 63);
+    for (uint64_t i = 0; i <= nw && i < NBBS_HOLE_WORDS; i++) {
+        uint64_t v = nb_hole_load(&b->holes[wi]) & mask;
+        if (v) {
+            unsigned bit = (unsigned)__builtin_ctzll(v);
+            nb_hole_and(&b->holes[wi], ~(UINT64_C(1) << bit));
+            return (wi << 6) + bit;
+        }
+        mask = ~UINT64_C(0);
+        wi = wi + 1 < nw ? wi + 1 : 0;
+    }
+    return UINT64_MAX;
 }
 
 #endif /* NBBS_INTERNAL_H */

@@ -20,7 +20,7 @@
  *   nbbs_atomic_load(p, mo)              and store, cas (strong; on failure
  *   nbbs_atomic_store(p, v, mo)          *old gets the current value),
  *   nbbs_atomic_cas(p, old, v, mo)       fetch_and, exchange, fence
- *   nbbs_atomic_fetch_and(p, v, mo)
+ *   nbbs_atomic_fetch_and(p, v, mo)      and fetch_or
  *   nbbs_atomic_xchg(p, v, mo)
  *   nbbs_atomic_fence(mo)
  *   NBBS_MO_RELAXED, NBBS_MO_RELEASE, NBBS_MO_SEQ_CST
@@ -49,6 +49,7 @@
 #define nbbs_atomic_store(p, v, mo) __atomic_store_n((p), (v), (mo))
 #define nbbs_atomic_cas(p, old, v, mo) __atomic_compare_exchange_n((p), (old), (v), 0, (mo), (mo))
 #define nbbs_atomic_fetch_and(p, v, mo) __atomic_fetch_and((p), (v), (mo))
+#define nbbs_atomic_fetch_or(p, v, mo) __atomic_fetch_or((p), (v), (mo))
 #define nbbs_atomic_xchg(p, v, mo) __atomic_exchange_n((p), (v), (mo))
 #define nbbs_atomic_fence(mo) __atomic_thread_fence(mo)
 #define NBBS_CPU_ID() raw_smp_processor_id()
@@ -79,6 +80,7 @@
 #define nbbs_atomic_store(p, v, mo) atomic_store_explicit((p), (v), (mo))
 #define nbbs_atomic_cas(p, old, v, mo) atomic_compare_exchange_strong_explicit((p), (old), (v), (mo), (mo))
 #define nbbs_atomic_fetch_and(p, v, mo) atomic_fetch_and_explicit((p), (v), (mo))
+#define nbbs_atomic_fetch_or(p, v, mo) atomic_fetch_or_explicit((p), (v), (mo))
 #define nbbs_atomic_xchg(p, v, mo) atomic_exchange_explicit((p), (v), (mo))
 #define nbbs_atomic_fence(mo) atomic_thread_fence(mo)
 #ifdef NBBS_DEBUG

@@ -69,6 +69,7 @@ typedef struct ex_scenario {
     bool          dfs;        /* small enough for exhaustive search */
     const char   *known;      /* the real core is known to fail here (why), or NULL; planted-bug
                                * hunts skip such scenarios, so what they find is the planted bug */
+    unsigned      group_order; /* nbbs_config_t.group_order (0: the default, the whole tree here) */
 } ex_scenario_t;
 
 extern const ex_scenario_t ex_scenarios[];

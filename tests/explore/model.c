@@ -39,48 +39,64 @@
 const ex_scenario_t ex_scenarios[] = {
     /* Exhaustive: two threads, two calls each, tiny trees, both layouts. */
     { "tree-d2", "1-level tree of depth 2: two threads allocate and free order 0",
-      NBBS_LAYOUT_TREE, 2, 1, "", { "a0 f0", "a0 f0" }, "0 1", true, NULL },
+      NBBS_LAYOUT_TREE, 2, 1, "", { "a0 f0", "a0 f0" }, "0 1", true, NULL, 0 },
     { "tree-d3", "1-level tree of depth 3: orders 0 and 1",
-      NBBS_LAYOUT_TREE, 3, 1, "", { "a0 f0", "a1 f0" }, "0 1", true, NULL },
+      NBBS_LAYOUT_TREE, 3, 1, "", { "a0 f0", "a1 f0" }, "0 1", true, NULL, 0 },
     { "tree-d3-00", "1-level tree of depth 3: order 0 twice (long: 768k interleavings, test.d only)",
-      NBBS_LAYOUT_TREE, 3, 1, "", { "a0 f0", "a0 f0" }, "0 1", false, NULL },
+      NBBS_LAYOUT_TREE, 3, 1, "", { "a0 f0", "a0 f0" }, "0 1", false, NULL, 0 },
     { "bunch-d3", "4-level bunch of depth 3 (one word): orders 0 and 1",
-      NBBS_LAYOUT_BUNCH, 3, 1, "", { "a0 f0", "a1 f0" }, "0 1", true, NULL },
+      NBBS_LAYOUT_BUNCH, 3, 1, "", { "a0 f0", "a1 f0" }, "0 1", true, NULL, 0 },
     { "bunch-d5", "4-level bunch of depth 5 (two rows): order 0 twice",
-      NBBS_LAYOUT_BUNCH, 5, 1, "", { "a0 f0", "a0 f0" }, "0 1", true, NULL },
+      NBBS_LAYOUT_BUNCH, 5, 1, "", { "a0 f0", "a0 f0" }, "0 1", true, NULL, 0 },
     { "bunch-d5-mix", "4-level bunch of depth 5: orders 2 and 4 (a climb across rows)",
-      NBBS_LAYOUT_BUNCH, 5, 1, "", { "a2 f0", "a4 f0" }, "0 1", true, NULL },
+      NBBS_LAYOUT_BUNCH, 5, 1, "", { "a2 f0", "a4 f0" }, "0 1", true, NULL, 0 },
     { "tree-undo", "a failed allocation inside a whole block races with that block's release",
-      NBBS_LAYOUT_TREE, 2, 1, "2@0", { "F0", "a0 f0" }, "0 1", true, NULL },
+      NBBS_LAYOUT_TREE, 2, 1, "2@0", { "F0", "a0 f0" }, "0 1", true, NULL, 0 },
     { "bunch-undo", "as tree-undo, bunch of depth 9, the block one row above the claim",
-      NBBS_LAYOUT_BUNCH, 9, 1, "8@0 8@1", { "F0", "a3 f0" }, "0 1", true, NULL },
+      NBBS_LAYOUT_BUNCH, 9, 1, "8@0 8@1", { "F0", "a3 f0" }, "0 1", true, NULL, 0 },
     { "tree-stale", "section 7: failed allocation G, release of the whole block P, allocation H (3 threads: pct)",
-      NBBS_LAYOUT_TREE, 2, 1, "2@0", { "a0 f0", "F0", "a0 f0" }, "0 1 2", false, NULL },
+      NBBS_LAYOUT_TREE, 2, 1, "2@0", { "a0 f0", "F0", "a0 f0" }, "0 1 2", false, NULL, 0 },
 
     /* Random (PCT) scenarios. */
     { "pct-tree-d4", "1-level tree of depth 4, 4 threads, orders 0-2",
       NBBS_LAYOUT_TREE, 4, 1, "", { "a0 a1 f0 f1", "a2 f0 a0 f1", "a0 a0 f1 f0", "a1 a1 f0 f1" }, NULL, false,
-      NULL /* S1 bug of core 3658bc2, fixed in e78aebf: docs/correctness.md 2.4 */ },
+      NULL /* S1 bug of core 3658bc2, fixed in e78aebf: docs/correctness.md 2.4 */, 0 },
     { "pct-tree-d4-big", "as pct-tree-d4, with a fifth thread taking order-4 and -3 blocks: overlaps become visible",
       NBBS_LAYOUT_TREE, 4, 1, "", { "a0 a1 f0 f1", "a2 f0 a0 f1", "a0 a0 f1 f0", "a1 a1 f0 f1", "a4 f0 a3 f1 a3 f2" },
-      NULL, false, NULL },
+      NULL, false, NULL, 0 },
     { "pct-bunch-d6", "bunch of depth 6 (two rows), 4 threads, orders 0-4",
-      NBBS_LAYOUT_BUNCH, 6, 1, "", { "a0 a3 f0 f1", "a2 f0 a4 f1", "a1 a0 f1 f0", "a3 a3 f0 f1" }, NULL, false, NULL },
+      NBBS_LAYOUT_BUNCH, 6, 1, "", { "a0 a3 f0 f1", "a2 f0 a4 f1", "a1 a0 f1 f0", "a3 a3 f0 f1" }, NULL, false, NULL, 0 },
     { "pct-bunch-d9", "bunch of depth 9 (three rows), 3 threads, orders 0-6",
-      NBBS_LAYOUT_BUNCH, 9, 1, "", { "a0 a5 f1 f0", "a3 a6 f0 f1", "a4 a0 f0 f1" }, NULL, false, NULL },
+      NBBS_LAYOUT_BUNCH, 9, 1, "", { "a0 a5 f1 f0", "a3 a6 f0 f1", "a4 a0 f0 f1" }, NULL, false, NULL, 0 },
     { "stale-bunch", "section 7 in the bunch layout: the marks one row apart",
-      NBBS_LAYOUT_BUNCH, 9, 1, "8@0 8@1", { "a3 f0", "F0", "a3 f0" }, NULL, false, NULL },
+      NBBS_LAYOUT_BUNCH, 9, 1, "8@0 8@1", { "a3 f0", "F0", "a3 f0" }, NULL, false, NULL, 0 },
     { "stale-tree-8t", "8 threads: failed allocations inside two whole blocks, rollbacks racing with their releases",
       NBBS_LAYOUT_TREE, 3, 2, "3@0 3@1",
-      { "F0", "F1", "a0 f0", "a1 f0", "a0 f0 a0 f1", "a2 f0", "a0 a0 f0 f1", "a1 f0 a0 f1" }, NULL, false, NULL },
+      { "F0", "F1", "a0 f0", "a1 f0", "a0 f0 a0 f1", "a2 f0", "a0 a0 f0 f1", "a1 f0 a0 f1" }, NULL, false, NULL, 0 },
     { "stale-bunch-8t", "as stale-tree-8t in the bunch layout (depth 9)",
       NBBS_LAYOUT_BUNCH, 9, 1, "8@0 8@1",
-      { "F0", "F1", "a3 f0", "a3 f0", "a0 f0 a3 f1", "a4 f0", "a2 a3 f0 f1", "a3 f0 a1 f1" }, NULL, false, NULL },
+      { "F0", "F1", "a3 f0", "a3 f0", "a0 f0 a3 f1", "a4 f0", "a2 a3 f0 f1", "a3 f0 a1 f1" }, NULL, false, NULL, 0 },
     { "dfree-tree", "double frees racing with the buddy's release; interior, outside, misaligned frees",
-      NBBS_LAYOUT_TREE, 2, 1, "0@0 0@1 1@1", { "F0", "F0", "F1 x", "i2 u" }, NULL, false, NULL },
+      NBBS_LAYOUT_TREE, 2, 1, "0@0 0@1 1@1", { "F0", "F0", "F1 x", "i2 u" }, NULL, false, NULL, 0 },
     { "dfree-bunch", "as dfree-tree, bunch of depth 5",
-      NBBS_LAYOUT_BUNCH, 5, 1, "0@0 0@1 1@1 4@1", { "F0", "F0", "F1 x", "i2 u i3" }, NULL, false, NULL },
-    { NULL, NULL, 0, 0, 0, NULL, { NULL }, NULL, false, NULL },
+      NBBS_LAYOUT_BUNCH, 5, 1, "0@0 0@1 1@1 4@1", { "F0", "F0", "F1 x", "i2 u i3" }, NULL, false, NULL, 0 },
+
+    /* Placement (docs/design.md): groups of 2 or 4 leaves, so allocations
+     * choose between holes, free pairs and other groups, visit groups through
+     * the hole bitmap, and lose chosen candidates to each other. The threads
+     * free what they allocated: an allocation that races with its buddy's
+     * release can leave that release's COAL_side above it while it lives
+     * (docs/correctness.md, "A stale COAL_side"), which the final exact
+     * validation would report; it is cleared by the block's own release. */
+    { "place-tree-d2", "placement: 1-level trees of depth 2, two of them, groups of order 1, holes",
+      NBBS_LAYOUT_TREE, 2, 2, "0@0 0@3", { "a0 f0", "F1 a0 f0" }, "0 1", false, NULL, 1 },
+    { "place-tree", "placement: 1-level trees of depth 3, two of them, groups of order 1, holes being freed and filled",
+      NBBS_LAYOUT_TREE, 3, 2, "0@0 0@2 0@5 1@6", { "a0 a0 f0 f1", "F0 a0 f0", "F1 a1 a0 f1 f0", "F2 a0 f0", "F3 a0 f0" },
+      NULL, false, NULL, 1 },
+    { "place-bunch", "placement: bunch of depth 5, two trees, groups of order 2, holes being freed and filled",
+      NBBS_LAYOUT_BUNCH, 5, 2, "0@0 0@5 0@9 1@12 2@12", { "a0 a0 f0 f1", "F0 a0 a1 f1 f0", "F1 a0 f0", "F2 a1 f0", "F3 a0 F4 f0" },
+      NULL, false, NULL, 2 },
+    { NULL, NULL, 0, 0, 0, NULL, { NULL }, NULL, false, NULL, 0 },
 };
 
 const ex_scenario_t *ex_find(const char *name)
@@ -454,7 +470,8 @@ static void parse(const ex_scenario_t *s)
 
 static bool setup(const ex_scenario_t *s)
 {
-    nbbs_config_t cfg = { MIN_BLOCK, s->max_order, s->layout };
+    nbbs_config_t cfg = { .min_block = MIN_BLOCK, .max_order = s->max_order, .layout = s->layout,
+                          .group_order = s->group_order };
     size_t arena = (size_t)MIN_BLOCK * s->ntrees << s->max_order;
     scn = s;
     inst = nbbs_init(meta, sizeof meta, (void *)ARENA_BASE, arena, &cfg);
