@@ -11,7 +11,6 @@
 #include "bench.h"
 #include "spinlock.h"
 
-#define FAKE_BASE ((uintptr_t)0x100000000000ull)
 #define NIL       UINT32_MAX
 
 enum { UNIT_NONE = 0, UNIT_FREE = 1, UNIT_USED = 2 };
@@ -63,7 +62,7 @@ static void *ls_create(const bench_arena_t *a)
     size_t per_max = (size_t)1 << a->max_order;
     if (nunits == 0 || nunits >= NIL || nunits % per_max != 0 || a->max_order >= 64)
         return NULL;
-    lists_t *l = aligned_alloc(64, sizeof *l);
+    lists_t *l = nbbs_tu_aligned_alloc(NBBS_TU_CACHE_LINE, sizeof *l);
     if (!l)
         return NULL;
     l->u = calloc(nunits, sizeof *l->u);
@@ -72,7 +71,7 @@ static void *ls_create(const bench_arena_t *a)
         return NULL;
     }
     atomic_init(&l->lock.held, false);
-    l->base = FAKE_BASE;
+    l->base = (uintptr_t)a->base;
     l->shift = (unsigned)__builtin_ctzll(a->min_block);
     l->max_order = a->max_order;
     l->nunits = nunits;
@@ -169,6 +168,8 @@ static void ls_stats(void *inst, bench_heap_stats_t *out)
 
 const bench_allocator_t bench_alloc_lists_sl = {
     .name = "lists-sl", .help = "Linux-style buddy: per-order free lists, split/merge, one spin lock",
+    .baseline = 1,
     .create = ls_create, .destroy = ls_destroy, .alloc = ls_alloc, .alloc_order = ls_alloc_order,
     .free = ls_free, .stats = ls_stats,
 };
+BENCH_ALLOCATOR(bench_alloc_lists_sl);

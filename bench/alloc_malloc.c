@@ -22,3 +22,4 @@ const bench_allocator_t bench_alloc_malloc = {
     .name = "malloc", .help = "the process's malloc/free (glibc, or whatever LD_PRELOAD puts first)",
     .is_malloc = 1, .create = m_create, .destroy = m_destroy, .alloc = m_alloc, .free = m_free,
 };
+BENCH_ALLOCATOR(bench_alloc_malloc);

@@ -8,13 +8,10 @@
 #include "bench.h"
 #include "nbbs.h"
 
-/* Far above anything the process maps; never dereferenced. */
-#define FAKE_BASE ((void *)(uintptr_t)0x100000000000ull)
-
 static void *create_layout(const bench_arena_t *a, nbbs_layout_t layout)
 {
     nbbs_config_t cfg = { .min_block = a->min_block, .max_order = a->max_order, .layout = layout };
-    return nbbs_create(FAKE_BASE, a->size, &cfg);
+    return nbbs_create(a->base, a->size, &cfg);
 }
 
 static void *tree_create(const bench_arena_t *a) { return create_layout(a, NBBS_LAYOUT_TREE); }
@@ -38,9 +35,11 @@ const bench_allocator_t bench_alloc_nbbs_tree = {
     .create = tree_create, .destroy = nb_destroy, .alloc = nb_alloc, .alloc_order = nb_alloc_order,
     .free = nb_free, .stats = nb_stats,
 };
+BENCH_ALLOCATOR(bench_alloc_nbbs_tree);
 
 const bench_allocator_t bench_alloc_nbbs_bunch = {
     .name = "nbbs-bunch", .help = "lock-free NBBS, 4-level layout (one CAS per 4 levels)", .lockfree = 1,
     .create = bunch_create, .destroy = nb_destroy, .alloc = nb_alloc, .alloc_order = nb_alloc_order,
     .free = nb_free, .stats = nb_stats,
 };
+BENCH_ALLOCATOR(bench_alloc_nbbs_bunch);

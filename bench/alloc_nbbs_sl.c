@@ -13,8 +13,6 @@
 #include "nbbs.h"
 #include "spinlock.h"
 
-#define FAKE_BASE ((void *)(uintptr_t)0x100000000000ull)
-
 typedef struct locked {
     bench_spinlock_t lock;
     nbbs_t          *b;
@@ -23,11 +21,11 @@ typedef struct locked {
 static void *create_layout(const bench_arena_t *a, nbbs_layout_t layout)
 {
     nbbs_config_t cfg = { .min_block = a->min_block, .max_order = a->max_order, .layout = layout };
-    locked_t *l = aligned_alloc(64, sizeof *l);
+    locked_t *l = nbbs_tu_aligned_alloc(NBBS_TU_CACHE_LINE, sizeof *l);
     if (!l)
         return NULL;
     atomic_init(&l->lock.held, false);
-    l->b = nbbs_create(FAKE_BASE, a->size, &cfg);
+    l->b = nbbs_create(a->base, a->size, &cfg);
     if (!l->b) {
         free(l);
         return NULL;
@@ -83,12 +81,14 @@ static void sl_stats(void *inst, bench_heap_stats_t *out)
 
 const bench_allocator_t bench_alloc_tree_sl = {
     .name = "tree-sl", .help = "1-level layout, every operation under one global spin lock",
-    .create = tree_create, .destroy = sl_destroy, .alloc = sl_alloc, .alloc_order = sl_alloc_order,
+    .twin_of = "nbbs-tree", .create = tree_create, .destroy = sl_destroy, .alloc = sl_alloc, .alloc_order = sl_alloc_order,
     .free = sl_free, .stats = sl_stats,
 };
+BENCH_ALLOCATOR(bench_alloc_tree_sl);
 
 const bench_allocator_t bench_alloc_bunch_sl = {
     .name = "bunch-sl", .help = "4-level layout, every operation under one global spin lock",
-    .create = bunch_create, .destroy = sl_destroy, .alloc = sl_alloc, .alloc_order = sl_alloc_order,
+    .twin_of = "nbbs-bunch", .create = bunch_create, .destroy = sl_destroy, .alloc = sl_alloc, .alloc_order = sl_alloc_order,
     .free = sl_free, .stats = sl_stats,
 };
+BENCH_ALLOCATOR(bench_alloc_bunch_sl);

@@ -2,11 +2,14 @@
 """Turns nbbs-bench JSON into PNG plots and a Markdown report.
 
 Reads every file nbbs-bench and bench/run.sh leave in the results directory:
+  workloads.json       `nbbs-bench --list --json`: the workloads (group, plot
+                       kind, metrics) and allocators (lock-free, twin, baseline);
+                       nothing below names a workload or an allocator
   main-<scale>.json    the main suite (one per scale that was run)
   backend-*.json       the back-end targets (cached, fill-cost)
   count.json           the counting build (atomic operations)
   frontend-<label>.json  the malloc comparison, one per preloaded malloc
-  lockfree_list.txt    examples/lockfree_list result lines
+  lockfree_list.txt    bench/lockfree_list result lines
   notes.txt            what run.sh skipped, and why
 Writes <results>/<scale>-<workload>.png, frontend-*.png and the report.
 Every number in the report comes from those files; nothing is typed in.
@@ -23,15 +26,61 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-ALLOC_ORDER = ["nbbs-tree", "nbbs-bunch", "tree-sl", "bunch-sl", "lists-sl", "malloc"]
-STYLE = {
-    "nbbs-tree": dict(color="tab:blue", marker="o", ls="-"),
-    "nbbs-bunch": dict(color="tab:green", marker="s", ls="-"),
-    "tree-sl": dict(color="tab:blue", marker="o", ls="--", mfc="none"),
-    "bunch-sl": dict(color="tab:green", marker="s", ls="--", mfc="none"),
-    "lists-sl": dict(color="tab:red", marker="^", ls=":"),
-    "malloc": dict(color="tab:gray", marker="x", ls="-."),
-}
+# Filled from workloads.json by discover(): allocators in the registry's
+# order, their plot style, the pairs the report compares, the workloads.
+ALLOC_ORDER = []
+STYLE = {}
+TWINS = []    # (lock-free, its locked twin)
+COMPARE = []  # TWINS, then every lock-free allocator against each baseline
+WORKLOADS = {}
+PALETTE = ["tab:blue", "tab:green", "tab:purple", "tab:orange", "tab:cyan", "tab:olive", "tab:pink"]
+MARKERS = "osDvP*<>"
+
+
+def discover(outdir, docs):
+    """Reads the suite's own description; falls back to the names in the results."""
+    global ALLOC_ORDER, STYLE, TWINS, COMPARE, WORKLOADS
+    path = os.path.join(outdir, "workloads.json")
+    if os.path.exists(path):
+        lst = load(path)
+    else:  # results from before workloads.json: describe what they hold
+        names = []
+        for d in docs:
+            for r in d["results"]:
+                if r["allocator"] not in names:
+                    names.append(r["allocator"])
+        lst = {"workloads": [], "allocators": [dict(name=n, lockfree=int(n.startswith("nbbs-")),
+                                                    malloc=int(n == "malloc"), baseline=0, twin_of=None)
+                                               for n in names]}
+    WORKLOADS = {w["name"]: w for w in lst["workloads"]}
+    allocs = lst["allocators"]
+    ALLOC_ORDER = [a["name"] for a in allocs]
+    lockfree = [a["name"] for a in allocs if a["lockfree"]]
+    STYLE = {}
+    for i, n in enumerate(lockfree):  # ours: solid lines
+        STYLE[n] = dict(color=PALETTE[i % len(PALETTE)], marker=MARKERS[i % len(MARKERS)], ls="-")
+    TWINS = []
+    others = 0
+    for a in allocs:
+        n = a["name"]
+        if a["lockfree"]:
+            continue
+        if a.get("twin_of") in STYLE:  # a locked twin: its lock-free sibling's colour, dashed
+            STYLE[n] = dict(STYLE[a["twin_of"]], ls="--", mfc="none")
+            TWINS.append((a["twin_of"], n))
+        elif a.get("malloc"):
+            STYLE[n] = dict(color="tab:gray", marker="x", ls="-.")
+        else:
+            STYLE[n] = dict(color=["tab:red", "tab:brown"][others % 2], marker="^v"[others % 2], ls=":")
+            others += 1
+    COMPARE = list(TWINS)
+    for a in allocs:
+        if a.get("baseline"):
+            COMPARE.extend((n, a["name"]) for n in lockfree)
+
+
+def wl_info(name):
+    return WORKLOADS.get(name, {"group": "other", "plot": "threads"})
 METRIC = {  # key in summary, axis label, unit scale, lower is better
     "time_s": ("wall_s", "execution time (s)", 1.0, True),
     "ops_per_s": ("ops_per_s", "throughput (Mops/s)", 1e-6, False),
@@ -39,8 +88,6 @@ METRIC = {  # key in summary, axis label, unit scale, lower is better
     "free_ns": ("free_ns", "ns per free", 1.0, True),
     "pair_ns": ("pair_ns", "ns per alloc+free pair (per thread)", 1.0, True),
 }
-TWINS = [("nbbs-tree", "tree-sl"), ("nbbs-bunch", "bunch-sl"), ("nbbs-tree", "lists-sl"),
-         ("nbbs-bunch", "lists-sl")]
 
 
 def load(path):
@@ -163,7 +210,12 @@ def main_section(doc, outdir, lines, plots):
     lines.append("Each cell is the median of the runs, with the range min–max of the runs after it when they "
                  "differ by more than 10%. Gains are of the headline metric: positive means the lock-free "
                  "layout is faster.\n")
+    special = {}
     for wl, byparam in g.items():
+        kind = wl_info(wl).get("plot") or "threads"
+        if kind != "threads":
+            special.setdefault(kind, []).append(wl)
+            continue
         for pv, byalloc in byparam.items():
             any_r = next(iter(next(iter(byalloc.values())).values()))
             m = any_r["metric"].split(",")[0]
@@ -189,7 +241,7 @@ def main_section(doc, outdir, lines, plots):
                     cells.append(cell)
                 lines.append(f"| {a} | " + " | ".join(cells) + " |")
             rows = []
-            for lf, lk in TWINS:
+            for lf, lk in COMPARE:
                 if lf in byalloc and lk in byalloc:
                     cells = []
                     for t in threads:
@@ -206,8 +258,223 @@ def main_section(doc, outdir, lines, plots):
         name = plot_workload(outdir, scale, wl, byparam)
         plots.append(name)
         lines.append(f"![{wl}]({os.path.relpath(os.path.join(outdir, name), os.path.dirname(REPORT_PATH) or '.')})\n")
+    if "churn" in special:
+        churn_section(doc, g, special["churn"], outdir, lines, plots)
+    if "cdf" in special:
+        latency_section(doc, g, special["cdf"], outdir, lines, plots)
     paper_claim(doc, g, lines)
     other_metrics(doc, g, lines)
+
+
+def ifmt(v):
+    """A count (medians of counts may end in .5)."""
+    return "–" if v is None else (f"{v:.0f}" if float(v).is_integer() else f"{v:.1f}")
+
+
+def mmed(r, name):
+    """Median over runs of a workload metric (None if absent)."""
+    s = r.get("metrics", {}).get(name)
+    return None if s is None else s["median"]
+
+
+def img(outdir, name):
+    return f"{os.path.relpath(os.path.join(outdir, name), os.path.dirname(REPORT_PATH) or '.')}"
+
+
+def churn_section(doc, g, wls, outdir, lines, plots):
+    """Huge (2 MiB) blocks left after churn: tables and one bar plot per workload."""
+    scale = doc["scale"]
+    lines.append(f"### Huge frames under churn, scale `{scale}` (issue 10)\n")
+    first = next(iter(next(iter(next(iter(g[wls[0]].values())).values())).values()))
+    c = first["config"]
+    lines.append(f"4 KiB frames, arena {c['arena'] >> 20} MiB ({c['arena'] // (c['min_block'] << 9)} aligned "
+                 "2 MiB regions). The threads fill the arena to the fill level, free a random half of their blocks "
+                 "and allocate the same number again; then, with nothing in flight, the allocator is asked for "
+                 "order-9 blocks until it fails. **free** = order-9 blocks it handed out; **ideal** = aligned 2 MiB "
+                 "regions with no live block (what an eagerly merging buddy must give); **bound** = the most any "
+                 "placement could keep (free frames / 512, capped by the regions); **%** = free / bound. "
+                 "In the `-mixed` variants the odd threads allocate order 9 (the same share of bytes) while the "
+                 f"others allocate the small order; **fail9** = failed order-9 re-allocations, median and (after "
+                 f"the slash) the most in one run: failures come in some runs only. Medians of "
+                 f"{len(first['runs'])} runs per cell (allocators interleaved run by run).\n")
+    for wl in wls:
+        byparam = g[wl]
+        fills = list(byparam)
+        allocs = allocs_sorted({a for pv in fills for a in byparam[pv]})
+        mixed = any(mmed(r, "huge_failed") for pv in fills for a in byparam[pv] for r in byparam[pv][a].values()) \
+            or wl.endswith("-mixed")
+        T = max(t for pv in fills for a in byparam[pv] for t in byparam[pv][a])
+        lines.append(f"#### {wl} ({T} threads)\n")
+        lines.append(wl_info(wl).get("help", "") + "\n")
+        hdr = []
+        for pv in fills:
+            hdr.append(f"{pv}: free / ideal / bound (%)")
+            if mixed:
+                hdr.append(f"{pv}: fail9")
+        lines.append("| allocator | " + " | ".join(hdr) + " | re-alloc ns (max fill) |")
+        lines.append("|---|" + "---|" * (len(hdr) + 1))
+        for a in allocs:
+            cells = []
+            last = None
+            for pv in fills:
+                r = byparam[pv].get(a, {}).get(T)
+                if not r:
+                    cells += ["–"] * (2 if mixed else 1)
+                    continue
+                last = r
+                fr, idl, bd = mmed(r, "huge_free"), mmed(r, "huge_ideal"), mmed(r, "huge_bound")
+                pct = f"{100 * fr / bd:.0f}%" if bd else "–"
+                cells.append(f"{ifmt(fr)} / {ifmt(idl)} / {ifmt(bd)} ({pct})")
+                if mixed:
+                    f9 = r.get("metrics", {}).get("huge_failed")
+                    cells.append(f"{ifmt(f9['median'])} / {ifmt(f9['max'])}" if f9 else "–")
+            cells.append(fmt(med(last, "alloc_ns")) if last else "–")
+            lines.append(f"| {a} | " + " | ".join(cells) + " |")
+        lines.append("")
+        # Bars: per fill, one bar per allocator (free), the bound as a black tick.
+        fig, ax = plt.subplots(figsize=(2.2 + 1.6 * len(fills) * max(1, len(allocs)) / 3, 3.6))
+        width = 0.8 / max(1, len(allocs))
+        for i, a in enumerate(allocs):
+            xs, ys = [], []
+            for j, pv in enumerate(fills):
+                r = byparam[pv].get(a, {}).get(T)
+                if r and mmed(r, "huge_free") is not None:
+                    xs.append(j + (i - (len(allocs) - 1) / 2) * width)
+                    ys.append(mmed(r, "huge_free"))
+            st = STYLE.get(a, {})
+            ax.bar(xs, ys, width, label=a, color=st.get("color"), hatch="//" if st.get("ls") == "--" else None,
+                   edgecolor="black", linewidth=0.4)
+        for j, pv in enumerate(fills):
+            bd = [mmed(r, "huge_bound") for a in allocs for r in [byparam[pv].get(a, {}).get(T)] if r]
+            if bd:
+                ax.hlines(statistics.median(bd), j - 0.45, j + 0.45, colors="black", linestyles="-", lw=1.5,
+                          label="bound" if j == 0 else None)
+        ax.set_xticks(range(len(fills)))
+        ax.set_xticklabels(fills)
+        ax.set_ylabel("free 2 MiB blocks after churn")
+        ax.set_title(f"{wl}, {T} threads (median of runs; black: bound)", fontsize=10)
+        ax.legend(fontsize=8, loc="upper right")
+        ax.grid(True, axis="y", alpha=0.3)
+        fig.tight_layout()
+        name = f"{scale}-{wl}.png"
+        fig.savefig(os.path.join(outdir, name), dpi=90)
+        plt.close(fig)
+        plots.append(name)
+        lines.append(f"![{wl}]({img(outdir, name)})\n")
+    churn_targets(g, wls, lines)
+
+
+def churn_targets(g, wls, lines):
+    """Issue 10's targets, for every lock-free allocator: at 90% fill free 2 MiB
+    blocks >= 90% of the bound, at 75% >= 95%, mixed churn no failed order 9."""
+    lockfree = [a for a in ALLOC_ORDER if STYLE.get(a, {}).get("ls") == "-"]
+    out = []
+    for wl in wls:
+        mixed = wl.endswith("-mixed")
+        for pv, byalloc in g[wl].items():
+            fill = next(iter(next(iter(byalloc.values())).values()))["value"]
+            want = {90: 0.90, 75: 0.95}.get(fill)
+            for a in lockfree:
+                if a not in byalloc:
+                    continue
+                r = byalloc[a][max(byalloc[a])]
+                fr, bd = mmed(r, "huge_free"), mmed(r, "huge_bound")
+                if want is not None and not mixed and bd:
+                    ok = fr >= want * bd
+                    out.append(f"- {wl} at {fill}%, {a}: free 2 MiB blocks {ifmt(fr)} of bound {ifmt(bd)} "
+                               f"({100 * fr / bd:.0f}%, target ≥ {want * 100:.0f}%) — {'met' if ok else 'NOT met'}.")
+                if mixed and fill in (75, 90):
+                    f9 = r["metrics"]["huge_failed"]
+                    bad = sum(1 for x in r["runs"] if x["metrics"].get("huge_failed", 0) > 0)
+                    out.append(f"- {wl} at {fill}%, {a}: failed order-9 re-allocations in {bad} of "
+                               f"{len(r['runs'])} runs, at most {ifmt(f9['max'])} (target 0) — "
+                               f"{'met' if f9['max'] == 0 else 'NOT met'}.")
+    if out:
+        lines.append("Against issue 10's targets (medians; the order-4 rows use the same thresholds for the record):\n")
+        lines.extend(out)
+        lines.append("")
+
+
+def latency_section(doc, g, wls, outdir, lines, plots):
+    """Per-operation latency percentiles and the CDF."""
+    scale = doc["scale"]
+    cpus = doc["machine"]["cpus"]
+    for wl in wls:
+        byalloc = next(iter(g[wl].values()))
+        allocs = allocs_sorted(byalloc)
+        T = max(t for a in allocs for t in byalloc[a])
+        lines.append(f"### Tail latency, scale `{scale}`: {wl}, {T} threads on {cpus} CPUs (issue 11)\n")
+        lines.append(wl_info(wl).get("help", "") + ". Every allocation and every free timed on its own "
+                     "(CLOCK_MONOTONIC, whose own cost `timer` is included in every figure); ns, medians of "
+                     f"{len(next(iter(byalloc[allocs[0]].values()))['runs'])} interleaved runs of the per-run "
+                     "percentile. The machine is shared with "
+                     "other work: the maxima in particular are noisy.\n")
+        lines.append("| allocator | p50 | p99 | p99.9 | p99.99 | max | ops/s (all threads) | samples/run | timer |")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
+        for a in allocs:
+            r = byalloc[a].get(T)
+            if not r:
+                continue
+            lines.append(f"| {a} | " + " | ".join(fmt(mmed(r, k)) for k in ("p50", "p99", "p99.9", "p99.99", "max"))
+                         + f" | {fmt(med(r, 'ops_per_s'), 1e-6)} M | {fmt(mmed(r, 'samples'))} | "
+                         f"{fmt(mmed(r, 'timer_ns'))} |")
+        rows = []
+        for lf, lk in COMPARE:
+            if lf in byalloc and lk in byalloc and T in byalloc[lf] and T in byalloc[lk]:
+                x, y = byalloc[lf][T], byalloc[lk][T]
+                cells = []
+                for k in ("p99", "p99.9", "p99.99", "max"):
+                    a_, b_ = mmed(x, k), mmed(y, k)
+                    cells.append(f"{b_ / a_:.2f}×" if a_ and b_ else "–")
+                rows.append(f"| {lk} / {lf} | " + " | ".join(cells) + " |")
+        if rows:
+            lines.append("")
+            lines.append("Locked latency over lock-free latency (above 1: the lock-free one is lower):\n")
+            lines.append("| ratio | p99 | p99.9 | p99.99 | max |")
+            lines.append("|---|---|---|---|---|")
+            lines.extend(rows)
+            lines.append("")
+            for lf, lk in TWINS:
+                if lf in byalloc and lk in byalloc and T in byalloc[lf] and T in byalloc[lk]:
+                    x, y = byalloc[lf][T], byalloc[lk][T]
+                    for k in ("p99.9", "max"):
+                        a_, b_ = mmed(x, k), mmed(y, k)
+                        if a_ and b_:
+                            lines.append(f"- issue 11 target, {k} of {lf} at least 10× lower than {lk}'s: "
+                                         f"{fmt(a_)} vs {fmt(b_)} ns ({b_ / a_:.2f}×) — "
+                                         f"{'met' if b_ >= 10 * a_ else 'NOT met'}.")
+        lines.append("")
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        for a in allocs:
+            r = byalloc[a].get(T)
+            if not r:
+                continue
+            pts = sorted((float(k[2:]), v["median"]) for k, v in r.get("metrics", {}).items() if k.startswith("q_"))
+            mx = mmed(r, "max")
+            qs = [q for q, _ in pts] + [1.0]
+            xs = [v for _, v in pts] + [mx]
+            st = dict(STYLE.get(a, {}))
+            st.pop("mfc", None)
+            axes[0].plot(xs, qs, label=a, lw=1.5, ms=3, **st)
+            axes[1].plot(xs[:-1], [1 - q for q in qs[:-1]], label=a, lw=1.5, ms=3, **st)
+        axes[0].set_xscale("log")
+        axes[0].set_xlabel("latency of one operation (ns)")
+        axes[0].set_ylabel("fraction of operations ≤ x (CDF)")
+        axes[1].set_xscale("log")
+        axes[1].set_yscale("log")
+        axes[1].set_xlabel("latency of one operation (ns)")
+        axes[1].set_ylabel("fraction of operations > x (tail)")
+        for ax in axes:
+            ax.grid(True, which="both", alpha=0.3)
+        axes[0].legend(fontsize=8)
+        fig.suptitle(f"{wl}: {T} threads on {cpus} CPUs, order-0 alloc and free (median of runs per point; "
+                     "the CDF ends at the median max)", fontsize=10)
+        fig.tight_layout(rect=(0, 0, 1, 0.94))
+        name = f"{scale}-{wl}.png"
+        fig.savefig(os.path.join(outdir, name), dpi=90)
+        plt.close(fig)
+        plots.append(name)
+        lines.append(f"![{wl}]({img(outdir, name)})\n")
 
 
 def paper_claim(doc, g, lines):
@@ -216,9 +483,9 @@ def paper_claim(doc, g, lines):
     oversubscription) and at the largest T?"""
     cpus = doc["machine"]["cpus"]
     rows = []
-    for wl in ("linux-scalability", "thread-test", "larson", "constant-occupancy"):
+    for wl in [w for w in g if wl_info(w)["group"] == "paper"]:
         for pv, byalloc in g.get(wl, {}).items():
-            for lf, lk in TWINS[:2]:
+            for lf, lk in TWINS:
                 if lf not in byalloc or lk not in byalloc:
                     continue
                 any_r = next(iter(byalloc[lf].values()))
@@ -464,7 +731,7 @@ def lockfree_list_section(outdir, lines):
                 continue
     if not rows:
         return
-    lines.append("### examples/lockfree_list under glibc and nbmalloc\n")
+    lines.append("### bench/lockfree_list under glibc and nbmalloc\n")
     lines.append("| malloc | threads | runs | median ops/s | min | max |")
     lines.append("|---|---|---|---|---|---|")
     for (label, t), v in sorted(rows.items()):
@@ -501,9 +768,11 @@ def main():
              "process's malloc. The machine has few cores: thread counts above it measure oversubscription "
              "(a preempted lock holder stalls every waiter; a preempted lock-free thread stalls nobody).\n"]
     plots = []
+    main_docs = [load(p) for p in mains]
+    discover(outdir, main_docs)
     backend_section(outdir, lines)
-    for p in mains:
-        main_section(load(p), outdir, lines, plots)
+    for d in main_docs:
+        main_section(d, outdir, lines, plots)
     frontend_section(outdir, lines, plots, notes)
     lockfree_list_section(outdir, lines)
     other = [n for n in notes if not (n.startswith("front-end") or n.startswith("lockfree_list"))]

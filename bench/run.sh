@@ -2,20 +2,25 @@
 # The benchmark suite, one command (`make bench`):
 #   1. installs dependencies (scripts/deps.sh) and builds nbbs-bench (gcc
 #      release build in build/release);
-#   2. the main suite: every workload x allocator at 1, 2, 4, 8 threads,
-#      BENCH_REPEAT runs each (quick scale: about 2 minutes on 2 cores);
+#   2. the main suite: every workload x allocator (as `nbbs-bench --list
+#      --json` lists them: nothing here names a workload) at 1, 2, 4, 8
+#      threads or the workload's own thread counts (churn 4, latency 8),
+#      BENCH_REPEAT runs each, interleaved;
 #   3. the back-end targets (cached at order 0 and 9, fill-cost at 5% and
 #      95%, 5 runs each) and the counting build's atomic operations per op;
 #   4. the front-end comparison: nbbs-bench's malloc allocator under glibc
-#      and each LD_PRELOADed malloc, one process per malloc, plus
-#      examples/lockfree_list when it exists;
+#      and each LD_PRELOADed malloc, on every workload that declares a
+#      front-end run (one process per malloc and workload), plus
+#      bench/lockfree_list;
 #   5. bench/plot.py: PNGs in the results directory and the report.
 #
 # Options (flags or environment):
 #   --scale S | BENCH_SCALE=S        smoke | quick (default) | paper
 #   --workload W,.. | BENCH_WORKLOADS  main-suite workloads (default all)
-#   --threads T,.. | BENCH_THREADS   default 1,2,4,8
-#   --repeat N | BENCH_REPEAT        default 3 (the targets and front-end use 5)
+#   --threads T,.. | BENCH_THREADS   every workload at these (default: 1,2,4,8
+#                                    or the workload's own list)
+#   --repeat N | BENCH_REPEAT        every workload this many runs (default 3, or
+#                                    the workload's own count; targets and front-end 5)
 #   --out DIR | BENCH_OUT            results directory (default bench/results)
 #   --report F | BENCH_REPORT        report file (default REPORT.md)
 #   --build DIR | BENCH_BUILD        build directory (default build/release)
@@ -28,8 +33,8 @@ cd "$(dirname "$0")/.."
 
 SCALE=${BENCH_SCALE:-quick}
 WORKLOADS=${BENCH_WORKLOADS:-all}
-THREADS=${BENCH_THREADS:-1,2,4,8}
-REPEAT=${BENCH_REPEAT:-3}
+THREADS=${BENCH_THREADS:-}
+REPEAT=${BENCH_REPEAT:-}
 OUT=${BENCH_OUT:-bench/results}
 REPORT=${BENCH_REPORT:-REPORT.md}
 BUILD=${BENCH_BUILD:-build/release}
@@ -46,7 +51,7 @@ while [ $# -gt 0 ]; do
     --build) BUILD=$2; shift 2 ;;
     --main-only) MAIN_ONLY=1; shift ;;
     --no-deps) NO_DEPS=1; shift ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -64,7 +69,8 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 cmake --build "$BUILD" --target nbbs-bench nbbs-bench-count
 # Other engineers' programs the comparison uses; absent or broken is not fatal.
-for t in nbmalloc lockfree_list; do
+cmake --build "$BUILD" --target lockfree_list
+for t in nbmalloc; do
   if ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q "^$t:"; then
     cmake --build "$BUILD" --target "$t" > "$BUILD/bench-$t.log" 2>&1 \
       || { tail -5 "$BUILD/bench-$t.log"; echo "run.sh: note: target $t did not build (log $BUILD/bench-$t.log)"; }
@@ -75,6 +81,10 @@ COUNT="$BUILD/bench/nbbs-bench-count"
 
 mkdir -p "$OUT"
 rm -f "$OUT"/main-"$SCALE".json
+# What the suite holds, for this script and for plot.py.
+"$BENCH" --list --json > "$OUT/workloads.json"
+PY=.venv/bin/python
+[ -x "$PY" ] || PY=python3
 if [ "$MAIN_ONLY" != 1 ]; then
   rm -f "$OUT"/backend-*.json "$OUT"/count.json "$OUT"/frontend-*.json "$OUT"/lockfree_list.txt "$OUT"/notes.txt
 fi
@@ -86,8 +96,8 @@ git diff --quiet HEAD -- src include 2>/dev/null || src="$src plus uncommitted c
 echo "scale $SCALE: library source $src, built in $BUILD, $(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$OUT/source-$SCALE.txt"
 
 # --- main suite ------------------------------------------------------------
-echo "== main suite: scale $SCALE, threads $THREADS, $REPEAT runs each"
-"$BENCH" --scale "$SCALE" --workload "$WORKLOADS" --threads "$THREADS" --repeat "$REPEAT" \
+echo "== main suite: scale $SCALE, threads ${THREADS:-1,2,4,8 or each workload own list}, ${REPEAT:-3 or each workload own count} runs each"
+"$BENCH" --scale "$SCALE" --workload "$WORKLOADS" ${THREADS:+--threads "$THREADS"} ${REPEAT:+--repeat "$REPEAT"} \
   --json "$OUT/main-$SCALE.json"
 
 if [ "$MAIN_ONLY" != 1 ]; then
@@ -101,14 +111,15 @@ if [ "$MAIN_ONLY" != 1 ]; then
   # --- counting build ------------------------------------------------------
   echo "== counting build: atomic operations per operation"
   "$COUNT" --scale "$SCALE" --workload cached,linux-scalability,thread-test,constant-occupancy,larson \
-    --allocator nbbs-tree,nbbs-bunch --threads "$THREADS" --repeat 1 --quiet --json "$OUT/count.json"
+    --allocator nbbs-tree,nbbs-bunch --threads "${THREADS:-1,2,4,8}" --repeat 1 --quiet --json "$OUT/count.json"
 
   # --- front-end comparison -------------------------------------------------
   echo "== front-end comparison: each malloc in its own process"
-  FE_MORE_LS="" FE_MORE_TT="" FE_MORE_PC=""
-  if [ "$SCALE" = quick ]; then
-    FE_MORE_LS="--ops 10000000" FE_MORE_TT="--rounds 100" FE_MORE_PC="--ops 1000000"
-  fi
+  # One line per workload in the comparison: name, its flags, its quick-scale flags.
+  FE_LIST=$("$PY" -c 'import json, sys
+for w in json.load(open(sys.argv[1]))["workloads"]:
+    if w["malloc_ok"] and w["frontend"] is not None:
+        print(w["name"], w["frontend"] or "-", w["frontend_quick"] or "-", sep="\t")' "$OUT/workloads.json")
   LIBDIR=/usr/lib/x86_64-linux-gnu
   mimalloc=$( (dpkg -L libmimalloc2.0 2>/dev/null || true) | grep -E '/libmimalloc\.so\.2$' | head -1)
   [ -n "$mimalloc" ] || mimalloc=$LIBDIR/libmimalloc.so.2
@@ -125,19 +136,20 @@ if [ "$MAIN_ONLY" != 1 ]; then
     # malloc is 10-100x faster than the back-ends: more work per run than the
     # main suite's quick scale, so a run lasts tens of milliseconds, not one.
     part=0
-    for extra in "--workload linux-scalability --size 8,128,1024 $FE_MORE_LS" \
-                 "--workload thread-test,hybrid-pool --size 8,128,1024 $FE_MORE_TT" \
-                 "--workload larson,prodcons $FE_MORE_PC"; do
+    while IFS=$'\t' read -r wl fe feq; do
       part=$((part + 1))
+      extra="--workload $wl"
+      [ "$fe" = - ] || extra="$extra $fe"
+      [ "$SCALE" != quick ] || [ "$feq" = - ] || extra="$extra $feq"
       # shellcheck disable=SC2086 # $extra is a list of flags
       if ! env ${lib:+LD_PRELOAD=$lib} "$BENCH" --allocator malloc $extra --threads 1,2,4 \
            --repeat "$REPEAT5" --scale "$SCALE" --label "$label" --quiet --json "$OUT/frontend-$label-$part.json"; then
         note "front-end: $label run FAILED ($extra), those results are left out"
         rm -f "$OUT/frontend-$label-$part.json"
       fi
-    done
+    done <<< "$FE_LIST"
   done
-  lfl="$BUILD/examples/lockfree_list"
+  lfl="$BUILD/bench/lockfree_list"
   if [ -x "$lfl" ]; then
     secs=0.5
     [ "$SCALE" = smoke ] && secs=0.2
@@ -161,5 +173,5 @@ fi
 
 # --- plots and report ------------------------------------------------------
 echo "== plots and report"
-.venv/bin/python bench/plot.py --results "$OUT" --report "$REPORT"
+"$PY" bench/plot.py --results "$OUT" --report "$REPORT"
 echo "== done in $(( $(date +%s) - t0 )) s: $REPORT, plots in $OUT/"

@@ -32,7 +32,7 @@ static void pc_scale(bench_params_t *p, bench_scale_t s)
 
 static int pc_setup(bench_run_t *r)
 {
-    ring_t *q = aligned_alloc(64, sizeof(ring_t) * (size_t)r->nthreads);
+    ring_t *q = nbbs_tu_aligned_alloc(NBBS_TU_CACHE_LINE, sizeof(ring_t) * (size_t)r->nthreads);
     if (!q)
         return -1;
     for (int i = 0; i < r->nthreads; i++) {
@@ -109,7 +109,9 @@ const bench_workload_t bench_wl_prodcons = {
     .help = "threads in a ring: each allocates 8..1024 B blocks and passes them to the next, which frees them (quick 200k, paper 10M blocks)",
     .cfg = BENCH_CFG_PAPER, .param = BENCH_PARAM_NONE, .malloc_ok = 1, .metric = "ops_per_s",
     .scale = pc_scale, .setup = pc_setup, .teardown = pc_teardown, .thread = pc_thread,
+    .group = "frontend", .frontend = "", .frontend_quick = "--ops 1000000",
 };
+BENCH_WORKLOAD(bench_wl_prodcons);
 
 /* --- hybrid-pool: random interleaving of allocations and frees --- */
 
@@ -155,4 +157,6 @@ const bench_workload_t bench_wl_hybrid_pool = {
     .help = "each thread: 10000 allocations of 8..1024 B randomly interleaved with frees of random live blocks, per round (quick 10, paper 50 rounds)",
     .cfg = BENCH_CFG_PAPER, .param = BENCH_PARAM_NONE, .malloc_ok = 1, .metric = "time_s",
     .scale = hp_scale, .thread = hp_thread,
+    .group = "frontend", .frontend = "--size 8,128,1024", .frontend_quick = "--rounds 100",
 };
+BENCH_WORKLOAD(bench_wl_hybrid_pool);

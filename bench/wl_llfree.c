@@ -7,14 +7,6 @@
 
 #include "bench.h"
 
-static void *xcalloc(size_t n, size_t sz)
-{
-    void *p = calloc(n ? n : 1, sz);
-    if (!p)
-        abort();
-    return p;
-}
-
 static void llf_scale(bench_params_t *p, bench_scale_t s)
 {
     static const size_t arena[] = { (size_t)4 << 20, (size_t)64 << 20, (size_t)4 << 30 };
@@ -35,7 +27,9 @@ const bench_workload_t bench_wl_bulk = {
     .help = "all threads allocate every --order block (arena full), barrier, free all in reverse; alloc and free ns/op apart (quick 5 rounds, paper 10)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_ORDER, .metric = "alloc_ns,free_ns",
     .scale = llf_scale, .thread = bulk_thread,
+    .group = "llfree",
 };
+BENCH_WORKLOAD(bench_wl_bulk);
 
 /* --- repeat: alloc+free of the same frame on a half-full arena --- */
 
@@ -46,7 +40,7 @@ static void repeat_thread(bench_thread_t *t)
     size_t lo, hi;
     bench_share(t, bench_arena_blocks(t, k) / 2, &lo, &hi);
     size_t m = hi - lo;
-    void **v = xcalloc(m, sizeof *v);
+    void **v = bench_xcalloc(m, sizeof *v);
     for (size_t i = 0; i < m; i++)
         v[i] = t->a->alloc_order(t->inst, k);
     bench_snapshot(t, "half");
@@ -68,7 +62,9 @@ const bench_workload_t bench_wl_repeat = {
     .help = "arena half full (packed), then each thread allocs and frees one --order block, ops/T times (quick 100k, paper 5M)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_ORDER, .metric = "pair_ns",
     .scale = llf_scale, .thread = repeat_thread,
+    .group = "llfree",
 };
+BENCH_WORKLOAD(bench_wl_repeat);
 
 /* --- rand: allocate, shuffle across threads, free (cross-thread frees) --- */
 
@@ -113,12 +109,7 @@ static void rand_thread(bench_thread_t *t)
         t->alloc_ns += bench_now_ns() - t0;
         bench_barrier(t);
         if (t->id == 0) /* one global shuffle: most blocks change owner */
-            for (size_t i = s->n; i > 1; i--) {
-                size_t j = (size_t)bench_rand_below(t, i);
-                void *x = s->v[i - 1];
-                s->v[i - 1] = s->v[j];
-                s->v[j] = x;
-            }
+            bench_shuffle(t, s->v, s->n);
         if (r == 0)
             bench_snapshot(t, "full"); /* also the barrier after the shuffle */
         else
@@ -138,4 +129,6 @@ const bench_workload_t bench_wl_rand = {
     .help = "all threads allocate every --order block, one thread shuffles them, each frees a slice (mostly others' blocks); alloc and free ns/op",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_ORDER, .metric = "alloc_ns,free_ns",
     .scale = llf_scale, .setup = rand_setup, .teardown = rand_teardown, .thread = rand_thread,
+    .group = "llfree",
 };
+BENCH_WORKLOAD(bench_wl_rand);

@@ -27,25 +27,6 @@ static unsigned rand_order(bench_thread_t *t)
     return k > max ? max : k;
 }
 
-static void *xcalloc(size_t n, size_t sz)
-{
-    void *p = calloc(n ? n : 1, sz);
-    if (!p)
-        abort();
-    return p;
-}
-
-/* Fisher-Yates, untimed. */
-static void shuffle(bench_thread_t *t, void **v, size_t n)
-{
-    for (size_t i = n; i > 1; i--) {
-        size_t j = (size_t)bench_rand_below(t, i);
-        void *x = v[i - 1];
-        v[i - 1] = v[j];
-        v[j] = x;
-    }
-}
-
 /* --- cached: alloc+free of one block in a tight loop --- */
 
 static void cached_scale(bench_params_t *p, bench_scale_t s)
@@ -76,7 +57,9 @@ const bench_workload_t bench_wl_cached = {
     .help = "each thread: alloc+free one block of --order in a tight loop on an empty arena, ops/T times (quick 1M, paper 20M)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_ORDER, .malloc_ok = 1, .metric = "pair_ns",
     .scale = cached_scale, .thread = cached_thread,
+    .group = "page",
 };
+BENCH_WORKLOAD(bench_wl_cached);
 
 /* --- alloc-seq / free-seq: each thread its equal share of all blocks --- */
 
@@ -93,7 +76,7 @@ void bench_fill_drain(bench_thread_t *t, bool reverse, bool barriers)
     size_t lo, hi;
     bench_share(t, bench_arena_blocks(t, k), &lo, &hi);
     size_t n = hi - lo;
-    void **v = xcalloc(n, sizeof *v);
+    void **v = bench_xcalloc(n, sizeof *v);
     bench_begin(t);
     for (unsigned r = 0; r < t->run->p->rounds; r++) {
         uint64_t t0 = bench_now_ns();
@@ -127,14 +110,18 @@ const bench_workload_t bench_wl_alloc_seq = {
     .help = "each thread allocates its equal share of all --order blocks (arena full), then frees them; alloc ns/op (quick 5 rounds, paper 10)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_ORDER, .metric = "alloc_ns",
     .scale = seq_scale, .thread = seq_thread,
+    .group = "page",
 };
+BENCH_WORKLOAD(bench_wl_alloc_seq);
 
 const bench_workload_t bench_wl_free_seq = {
     .name = "free-seq", .source = "kernel page-frame NBBS bench (seed 001), scenario 3",
     .help = "as alloc-seq, reporting the free phase (blocks freed in allocation order); free ns/op",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_ORDER, .metric = "free_ns",
     .scale = seq_scale, .thread = seq_thread,
+    .group = "page",
 };
+BENCH_WORKLOAD(bench_wl_free_seq);
 
 /* --- alloc-rnd / free-rnd: random orders until the arena is full --- */
 
@@ -159,7 +146,7 @@ static size_t fill_random(bench_thread_t *t, void **v, size_t cap)
 static void rnd_thread(bench_thread_t *t)
 {
     size_t cap = bench_arena_blocks(t, 0);
-    void **v = xcalloc(cap, sizeof *v);
+    void **v = bench_xcalloc(cap, sizeof *v);
     bench_begin(t);
     for (unsigned r = 0; r < t->run->p->rounds; r++) {
         uint64_t t0 = bench_now_ns();
@@ -169,7 +156,7 @@ static void rnd_thread(bench_thread_t *t)
             bench_snapshot(t, "full");
         else
             bench_barrier(t); /* nobody frees before everyone has filled */
-        shuffle(t, v, n);
+        bench_shuffle(t, v, n);
         t0 = bench_now_ns();
         for (size_t i = 0; i < n; i++)
             bench_free(t, v[i]);
@@ -185,14 +172,18 @@ const bench_workload_t bench_wl_alloc_rnd = {
     .help = "threads race allocating random orders (P(k)=2^-(k+1)) until the arena is full, then free; alloc ns/op",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_NONE, .metric = "alloc_ns",
     .scale = seq_scale, .thread = rnd_thread,
+    .group = "page",
 };
+BENCH_WORKLOAD(bench_wl_alloc_rnd);
 
 const bench_workload_t bench_wl_free_rnd = {
     .name = "free-rnd", .source = "kernel page-frame NBBS bench (seed 001), scenario 4",
     .help = "as alloc-rnd; after all threads filled, each frees its own blocks in random order; free ns/op",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_NONE, .metric = "free_ns",
     .scale = seq_scale, .thread = rnd_thread,
+    .group = "page",
 };
+BENCH_WORKLOAD(bench_wl_free_rnd);
 
 /* --- stress: fill to 95%, drain to 5%, repeat for a duration --- */
 
@@ -211,8 +202,8 @@ static void stress_thread(bench_thread_t *t)
     const size_t quota = t->run->p->arena.size / (size_t)t->nthreads;
     const size_t hi = quota / 100 * 95, lo = quota / 100 * 5;
     size_t cap = quota / unit + 1, n = 0, bytes = 0;
-    void **v = xcalloc(cap, sizeof *v);
-    unsigned *ord = xcalloc(cap, sizeof *ord);
+    void **v = bench_xcalloc(cap, sizeof *v);
+    unsigned *ord = bench_xcalloc(cap, sizeof *ord);
     bench_begin(t);
     const uint64_t deadline = t->t_begin + (uint64_t)(t->run->p->seconds * 1e9);
     uint64_t iter = 0;
@@ -254,7 +245,9 @@ const bench_workload_t bench_wl_stress = {
     .help = "each thread fills its 1/T of the arena to 95% with random orders, frees random blocks down to 5%, repeats for a duration (quick 0.2 s, paper 5 s)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_NONE, .metric = "ops_per_s",
     .scale = stress_scale, .thread = stress_thread,
+    .group = "page",
 };
+BENCH_WORKLOAD(bench_wl_stress);
 
 /* --- fill-cost: alloc+free pair cost at a given occupancy --- */
 
@@ -275,10 +268,10 @@ static void fill_thread(bench_thread_t *t)
     size_t lo, hi;
     bench_share(t, bench_arena_blocks(t, 0), &lo, &hi);
     size_t m = hi - lo, keep = m * (size_t)fill / 100;
-    void **v = xcalloc(m, sizeof *v);
+    void **v = bench_xcalloc(m, sizeof *v);
     for (size_t i = 0; i < m; i++)
         v[i] = t->a->alloc_order(t->inst, 0);
-    shuffle(t, v, m);
+    bench_shuffle(t, v, m);
     for (size_t i = keep; i < m; i++)
         if (v[i])
             t->a->free(t->inst, v[i]);
@@ -301,4 +294,6 @@ const bench_workload_t bench_wl_fill_cost = {
     .help = "fill the arena to --fill % with scattered order-0 frames, then time alloc+free pairs of order 0 (quick 500k, paper 4M pairs)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_FILL, .metric = "pair_ns",
     .scale = fill_scale, .thread = fill_thread,
+    .group = "page",
 };
+BENCH_WORKLOAD(bench_wl_fill_cost);

@@ -44,7 +44,9 @@ const bench_workload_t bench_wl_linux_scalability = {
     .help = "each thread: alloc+free one block of --size bytes, ops/T times (quick 1M, paper 20M ops)",
     .cfg = BENCH_CFG_PAPER, .param = BENCH_PARAM_SIZE, .malloc_ok = 1, .metric = "time_s",
     .scale = ls_scale, .thread = ls_thread,
+    .group = "paper", .frontend = "--size 8,128,1024", .frontend_quick = "--ops 10000000",
 };
+BENCH_WORKLOAD(bench_wl_linux_scalability);
 
 /* --- thread-test: alloc a batch of blocks/T, free it, for R rounds --- */
 
@@ -88,7 +90,9 @@ const bench_workload_t bench_wl_thread_test = {
     .help = "each thread: alloc 10000/T blocks of --size bytes, then free them; R rounds (quick 20, paper 200)",
     .cfg = BENCH_CFG_PAPER, .param = BENCH_PARAM_SIZE, .malloc_ok = 1, .metric = "time_s",
     .scale = tt_scale, .thread = tt_thread,
+    .group = "paper", .frontend = "--size 8,128,1024", .frontend_quick = "--rounds 100",
 };
+BENCH_WORKLOAD(bench_wl_thread_test);
 
 /* --- larson: server simulation over a time window --- */
 
@@ -180,7 +184,9 @@ const bench_workload_t bench_wl_larson = {
     .help = "server simulation: 1000 live blocks/thread of 8..1024 B, free+alloc random slots, regions rotate across threads; throughput in a window (quick 0.2 s, paper 10 s)",
     .cfg = BENCH_CFG_PAPER, .param = BENCH_PARAM_NONE, .malloc_ok = 1, .metric = "ops_per_s",
     .scale = larson_scale, .setup = larson_setup, .teardown = larson_teardown, .thread = larson_thread,
+    .group = "paper", .frontend = "", .frontend_quick = "--ops 1000000",
 };
+BENCH_WORKLOAD(bench_wl_larson);
 
 /* --- constant-occupancy: a pool of mixed sizes, replace a random block --- */
 
@@ -235,4 +241,6 @@ const bench_workload_t bench_wl_constant_occupancy = {
     .help = "each thread: a pool of 16:8:4:2:1 blocks of size s..16s, then free a random one and re-alloc its size, ops/T times (quick 500k, paper 20M)",
     .cfg = BENCH_CFG_PAPER, .param = BENCH_PARAM_SIZE, .malloc_ok = 1, .metric = "time_s",
     .scale = co_scale, .thread = co_thread,
+    .group = "paper",
 };
+BENCH_WORKLOAD(bench_wl_constant_occupancy);

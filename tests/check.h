@@ -37,13 +37,4 @@ static int check_passed, check_failed;
         return check_failed ? 1 : 0;                                                  \
     } while (0)
 
-/* Deterministic per-thread pseudo-randomness (xorshift64*). */
-static inline unsigned long long rnd_next(unsigned long long *s)
-{
-    unsigned long long x = *s;
-    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
-    *s = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
 #endif

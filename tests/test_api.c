@@ -14,13 +14,14 @@
 
 #include "check.h"
 #include "nbbs.h"
+#include "support/nbbs_testutil.h"
 
 static const nbbs_layout_t layouts[] = { NBBS_LAYOUT_TREE, NBBS_LAYOUT_BUNCH };
-#define FAKE_BASE ((char *)(uintptr_t)0x200000000ull) /* never mapped, never touched */
+#define FAKE_BASE NBBS_TU_FAKE_BASE /* never mapped, never touched */
 
 static void *meta_alloc(size_t n)
 {
-    void *m = aligned_alloc(NBBS_META_ALIGN, (n + NBBS_META_ALIGN - 1) & ~(size_t)(NBBS_META_ALIGN - 1));
+    void *m = nbbs_tu_aligned_alloc(NBBS_META_ALIGN, n);
     if (!m)
         abort();
     return m;

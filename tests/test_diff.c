@@ -17,8 +17,9 @@
 
 #include "check.h"
 #include "nbbs.h"
+#include "support/nbbs_testutil.h"
 
-#define FAKE_BASE ((char *)(uintptr_t)0x40000000000ull)
+#define FAKE_BASE NBBS_TU_FAKE_BASE
 
 typedef struct {
     unsigned  max_order;
@@ -72,12 +73,12 @@ typedef struct { char *p; unsigned order; } live_t;
 
 static void run_seed(unsigned long long seed, long ops)
 {
-    unsigned long long rs = seed * 0x9E3779B97F4A7C15ull + 1;
-    nbbs_layout_t lay = (rnd_next(&rs) & 1) ? NBBS_LAYOUT_BUNCH : NBBS_LAYOUT_TREE;
-    size_t min_block = (size_t)8 << (rnd_next(&rs) % 10);
-    uint64_t nleaves = 1 + rnd_next(&rs) % 3000;
+    uint64_t rs = seed * 0x9E3779B97F4A7C15ull + 1;
+    nbbs_layout_t lay = (nbbs_tu_rand(&rs) & 1) ? NBBS_LAYOUT_BUNCH : NBBS_LAYOUT_TREE;
+    size_t min_block = (size_t)8 << (nbbs_tu_rand(&rs) % 10);
+    uint64_t nleaves = 1 + nbbs_tu_rand(&rs) % 3000;
     unsigned fit = 63 - (unsigned)__builtin_clzll(nleaves);
-    unsigned max_order = (unsigned)(rnd_next(&rs) % (fit + 1));
+    unsigned max_order = (unsigned)(nbbs_tu_rand(&rs) % (fit + 1));
     nbbs_config_t c = { .min_block = min_block, .max_order = max_order, .layout = lay };
     if (max_order == 0)
         max_order = fit; /* 0 means as large as the arena allows */
@@ -98,14 +99,14 @@ static void run_seed(unsigned long long seed, long ops)
     int errors_before = check_failed;
 
     for (long i = 0; i < ops && check_failed == errors_before; i++) {
-        unsigned long long r = rnd_next(&rs);
+        uint64_t r = nbbs_tu_rand(&rs);
         if (nlive == 0 || r % 100 < 55) {
             /* Small orders more often, like real workloads. */
-            unsigned o = (unsigned)(rnd_next(&rs) % (max_order + 1));
-            if (rnd_next(&rs) & 1)
+            unsigned o = (unsigned)(nbbs_tu_rand(&rs) % (max_order + 1));
+            if (nbbs_tu_rand(&rs) & 1)
                 o = o / 2;
-            char *p = (rnd_next(&rs) & 3) ? nbbs_alloc_order(b, o)
-                                          : nbbs_alloc(b, (min_block << o) - (rnd_next(&rs) % min_block));
+            char *p = (nbbs_tu_rand(&rs) & 3) ? nbbs_alloc_order(b, o)
+                                          : nbbs_alloc(b, (min_block << o) - (nbbs_tu_rand(&rs) % min_block));
             if (!p) {
                 CHECK_EQ(m.nfree[o], 0); /* fails exactly when nothing is free */
                 continue;
@@ -119,7 +120,7 @@ static void run_seed(unsigned long long seed, long ops)
             live[nlive++] = (live_t){ p, o };
             used += min_block << o;
         } else if (r % 100 < 95) {
-            size_t k = rnd_next(&rs) % nlive;
+            size_t k = nbbs_tu_rand(&rs) % nlive;
             live_t v = live[k];
             live[k] = live[--nlive];
             CHECK_EQ(nbbs_block_size(b, v.p), min_block << v.order);
@@ -130,8 +131,8 @@ static void run_seed(unsigned long long seed, long ops)
         } else {
             /* A bad free: an interior or unaligned address of a live block,
              * or a free leaf. */
-            live_t v = live[rnd_next(&rs) % nlive];
-            char *bad = v.order ? v.p + (min_block << (rnd_next(&rs) % v.order)) : v.p + 1;
+            live_t v = live[nbbs_tu_rand(&rs) % nlive];
+            char *bad = v.order ? v.p + (min_block << (nbbs_tu_rand(&rs) % v.order)) : v.p + 1;
             CHECK_EQ(nbbs_free(b, bad), NBBS_EINVAL);
         }
         if (i % 512 == 0 || i == ops - 1) {
@@ -144,7 +145,7 @@ static void run_seed(unsigned long long seed, long ops)
                 if (m.nfree[k])
                     largest = min_block << k;
             CHECK_EQ(st.largest_free, largest);
-            unsigned o = (unsigned)(rnd_next(&rs) % (max_order + 1));
+            unsigned o = (unsigned)(nbbs_tu_rand(&rs) % (max_order + 1));
             uint64_t entries = (nleaves + (1ull << o) - 1) >> o;
             CHECK_EQ(nbbs_occupancy_map(b, o, map, nleaves), (long long)entries);
             for (uint64_t j = 0; j < entries; j++) {

@@ -23,6 +23,7 @@
 
 #include "check.h"
 #include "nbbs.h"
+#include "support/nbbs_testutil.h"
 
 #define MAX_LIVE 48
 #define MAILBOX 64
@@ -42,7 +43,7 @@ typedef struct {
 typedef struct {
     shared_t *s;
     unsigned  id;
-    unsigned long long rng;
+    uint64_t rng;
     long      allocs, null_allocs;
 } worker_t;
 
@@ -104,9 +105,9 @@ static void *worker(void *arg)
     char *live[MAX_LIVE];
     int nlive = 0;
     for (long i = 0; i < s->ops && !atomic_load(&s->failed); i++) {
-        unsigned long long r = rnd_next(&w->rng);
+        uint64_t r = nbbs_tu_rand(&w->rng);
         if (nlive < MAX_LIVE && (nlive == 0 || r % 100 < 55)) {
-            unsigned o = (unsigned)(rnd_next(&w->rng) % (s->max_order + 1));
+            unsigned o = (unsigned)(nbbs_tu_rand(&w->rng) % (s->max_order + 1));
             o = (r >> 20) % 4 ? o / 3 : o; /* mostly small orders */
             char *p = nbbs_alloc_order(s->b, o);
             w->allocs++;
@@ -119,13 +120,13 @@ static void *worker(void *arg)
             take(s, p, s->min_block << o);
             live[nlive++] = p;
         } else if (r % 100 < 90) {
-            int k = (int)(rnd_next(&w->rng) % (unsigned)nlive);
+            int k = (int)(nbbs_tu_rand(&w->rng) % (unsigned)nlive);
             give_back(s, live[k]);
             live[k] = live[--nlive];
         } else {
             /* Hand a block over: swap it with whatever waits in a mailbox. */
-            int k = (int)(rnd_next(&w->rng) % (unsigned)nlive);
-            char *got = atomic_exchange(&s->mailbox[rnd_next(&w->rng) % MAILBOX], live[k]);
+            int k = (int)(nbbs_tu_rand(&w->rng) % (unsigned)nlive);
+            char *got = atomic_exchange(&s->mailbox[nbbs_tu_rand(&w->rng) % MAILBOX], live[k]);
             if (got)
                 live[k] = got;
             else

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Benchmark smoke test (seconds): runs bench/run.sh at the smoke scale into a
 # temporary directory and checks that the JSON parses and has the fields the
-# report needs, that every workload and allocator ran, that the plots are PNG
-# files and that the report has its sections. No timing is asserted.
+# report needs, that every workload and allocator ran (including the churn
+# and latency experiments, whose figures must be consistent: free huge blocks
+# never above the bound, percentiles in order), that `--list --json` agrees
+# with `--list`, that the plots are PNG files and that the report has its
+# sections. No timing is asserted.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BENCH_BUILD:-build/release}
@@ -41,6 +44,12 @@ names = subprocess.run([bench, "--list"], capture_output=True, text=True, check=
 wl_names = [l.split()[0] for l in names.split("Allocators:")[0].splitlines()[1:] if l.strip()]
 al_names = [l.split()[0] for l in names.split("Allocators:")[1].splitlines() if l.strip()]
 help_text = open(os.path.join(tmp, "help.txt")).read()
+lst = json.loads(subprocess.run([bench, "--list", "--json"], capture_output=True, text=True, check=True).stdout)
+check([w["name"] for w in lst["workloads"]] == wl_names, "--list --json workloads differ from --list")
+check([a["name"] for a in lst["allocators"]] == al_names, "--list --json allocators differ from --list")
+for w in lst["workloads"]:
+    for k in ("source", "help", "group", "param", "metric", "plot"):
+        check(w.get(k), f"--list --json: workload {w['name']} has no {k}")
 for w in wl_names:
     check(w in help_text, f"--help does not describe {w}")
 
@@ -86,6 +95,27 @@ if main:
     check(seen_w == set(wl_names), f"main: workloads missing: {set(wl_names) - seen_w}")
     check(seen_a == set(al_names), f"main: allocators missing: {set(al_names) - seen_a}")
     check({r["threads"] for r in main["results"]} == {1, 2}, "main: thread counts are not 1,2")
+    plots = {w["name"]: w["plot"] for w in lst["workloads"]}
+    churn = [r for r in main["results"] if plots.get(r["workload"]) == "churn"]
+    lat = [r for r in main["results"] if plots.get(r["workload"]) == "cdf"]
+    check(churn and lat, "main: no churn or no latency results")
+    for r in churn:
+        tag = f"{r['workload']}/{r['allocator']}/T={r['threads']}/{r['value']}"
+        for x in r["runs"]:
+            m = x.get("metrics", {})
+            check(all(k in m for k in ("huge_free", "huge_ideal", "huge_bound", "huge_failed")),
+                  f"{tag}: churn metrics missing")
+            if "huge_bound" in m:
+                check(m["huge_free"] <= m["huge_bound"] and m["huge_ideal"] <= m["huge_bound"],
+                      f"{tag}: more free huge blocks than the bound allows: {m}")
+    for r in lat:
+        tag = f"{r['workload']}/{r['allocator']}/T={r['threads']}"
+        for x in r["runs"]:
+            m = x.get("metrics", {})
+            ps = [m.get(k) for k in ("p50", "p99", "p99.9", "max")]
+            check(None not in ps and m.get("samples", 0) > 0, f"{tag}: latency metrics missing")
+            if None not in ps:
+                check(ps == sorted(ps), f"{tag}: percentiles out of order: {ps}")
 for f in ("backend-cached.json", "backend-fill.json"):
     d = load(f)
     if d:
@@ -110,7 +140,8 @@ for f in pngs:
         check(fh.read(8) == b"\x89PNG\r\n\x1a\n", f"{f} is not a PNG")
 report = open(os.path.join(tmp, "REPORT.md")).read()
 for s in ("## Back-end targets", "## Main suite, scale `smoke`", "## Front-end comparison",
-          "nbbs-bunch vs bunch-sl", "nbbs-tree vs lists-sl", "Atomic operations per operation"):
+          "nbbs-bunch vs bunch-sl", "nbbs-tree vs lists-sl", "Atomic operations per operation",
+          "### Huge frames under churn", "### Tail latency"):
     check(s in report, f"REPORT.md has no '{s}'")
 
 if errors:

@@ -20,7 +20,7 @@
  * then checks the list (sorted, and its size equals the initial size plus
  * successful inserts minus successful deletes) and exits 1 if it is not.
  */
-#define _GNU_SOURCE
+#include <getopt.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -265,23 +265,27 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
-    int threads = 1;
+    int threads = 1, c;
     double seconds = 1.0;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--threads"))
-            threads = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--seconds"))
-            seconds = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--range"))
-            range = atol(argv[i + 1]);
-        else if (!strcmp(argv[i], "--update"))
-            update = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--payload"))
-            payload = (size_t)atol(argv[i + 1]);
-        else {
+    static const struct option lo[] = {
+        { "threads", 1, 0, 't' }, { "seconds", 1, 0, 's' }, { "range", 1, 0, 'r' },
+        { "update", 1, 0, 'u' }, { "payload", 1, 0, 'p' }, { 0, 0, 0, 0 },
+    };
+    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (c) {
+        case 't': threads = atoi(optarg); break;
+        case 's': seconds = atof(optarg); break;
+        case 'r': range = atol(optarg); break;
+        case 'u': update = atoi(optarg); break;
+        case 'p': payload = (size_t)atol(optarg); break;
+        default:
             fprintf(stderr, "usage: lockfree_list [--threads T] [--seconds S] [--range K] [--update U] [--payload B]\n");
             return 2;
         }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "lockfree_list: unexpected argument '%s'\n", argv[optind]);
+        return 2;
     }
     if (threads < 1 || threads > MAX_THREADS || range < 1 || update < 0 || update > 100) {
         fprintf(stderr, "lockfree_list: threads 1..%d, range >= 1, update 0..100\n", MAX_THREADS);
