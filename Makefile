@@ -1,5 +1,5 @@
 # Thin wrapper over CMake/Ninja for the README's commands.
-.PHONY: all deps build test bench clean
+.PHONY: all deps build test bench kernel-bench kernel-test clean
 all: build
 deps:
 	bash scripts/deps.sh
@@ -10,5 +10,11 @@ test:
 	bash scripts/test.sh
 bench:
 	bash bench/run.sh
+# libnbbs inside Linux (docs/kernel.md): boot test, and the in-kernel
+# benchmark against alloc_pages (bench/results/kernel.json and kernel.md).
+kernel-test:
+	bash scripts/test.d/60-kernel.sh
+kernel-bench:
+	bash scripts/kernel/bench.sh
 clean:
 	rm -rf build

@@ -4,7 +4,8 @@
 #  2. builds and runs every ctest suite three times: gcc release build,
 #     clang-14 ThreadSanitizer build, clang-14 AddressSanitizer+UBSan build;
 #  3. runs the extra suites in scripts/test.d/*.sh in name order (freestanding
-#     check, interleaving explorer, fuzzing, benchmark smoke, preload tests).
+#     check, interleaving explorer, fuzzing, benchmark smoke, preload tests,
+#     nbbs.ko booted in qemu: 60-kernel.sh).
 # Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."

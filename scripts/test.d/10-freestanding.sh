@@ -26,13 +26,37 @@ for cc in gcc clang-14; do
     echo "freestanding: core ($cc) needs: $undef"; status=1
   fi
 done
+# The kernel branch (nbbs_platform.h under __KERNEL__): the same core sources
+# built by Kbuild against Debian's kernel headers, with the kernel's own flags
+# (-nostdinc, -Wundef, ...), no warning allowed (scripts/kernel/build.sh), as
+# part of nbbs.ko whose self-test file includes nbbs.h beside the kernel's
+# headers (one uint64_t, the kernel's). Linked together, the core objects may
+# need only what the kernel's compiler flags insert (ftrace's __fentry__, the
+# stack protector, return/indirect thunks) and the running CPU's number
+# (cpu_number, read by raw_smp_processor_id, the per-CPU hint hook): no
+# function of the kernel's, no memset/memcpy.
+if [ -z "${NBBS_FREESTANDING_NO_KERNEL:-}" ]; then
+  krel=$(bash scripts/kernel/install.sh)
+  kout=build/kernel/freestanding
+  if bash scripts/kernel/build.sh "$krel" "$kout"; then
+    kobjs=()
+    for f in "${core[@]}"; do kobjs+=("$kout/src/nbbs/$(basename "$f" .c).o"); done
+    ld -r -o "$out/core.kernel.o" "${kobjs[@]}"
+    undef=$(nm -u "$out/core.kernel.o" | awk '{print $2}' \
+            | grep -vxE '__fentry__|__stack_chk_fail|__x86_return_thunk|__x86_indirect_thunk_[a-z0-9]+|cpu_number' \
+            | tr '\n' ' ' || true)
+    if [ -n "$undef" ]; then echo "freestanding: core (kernel $krel) needs: $undef"; status=1; fi
+  else
+    echo "freestanding: core does not build in kernel $krel without warning"; status=1
+  fi
+fi
 # Only the platform header (and the public header, in its kernel branch) may
 # include a system header. The compile above already proves which ones: with
 # -nostdinc only the compiler's own freestanding headers can be found.
 bad=$(grep -lE '^#include <' src/nbbs/*.h src/nbbs/*.inc "${core[@]}" | grep -v '^src/nbbs/nbbs_platform.h$' || true)
 if [ -n "$bad" ]; then echo "freestanding: system headers included outside nbbs_platform.h: $bad"; status=1; fi
 if [ $status -eq 0 ]; then
-  echo "freestanding: ${#core[@]} core objects x 2 compilers, no undefined symbols: 1 passed, 0 failed"
+  echo "freestanding: ${#core[@]} core objects x 2 compilers${krel:+ + kernel $krel}, no undefined symbols: 1 passed, 0 failed"
 else
   echo "freestanding: 0 passed, 1 failed"
 fi

@@ -48,15 +48,8 @@ int nbbs_free(nbbs_t *b, void *p)
 void nbbs__free_leaf(nbbs_t *b, uint64_t leaf, unsigned order)
 {
     unsigned r = b->max_order - order;
-    /* The next allocation here starts at this block if it lies in the group
-     * this context is filling (a free right after an allocation reuses its
-     * block). A block freed elsewhere, such as another thread's handed over,
-     * leaves the hint alone: following it dragged the scan into other
-     * threads' regions, and allocation after cross-thread frees cost more
-     * than after local ones (LLFree's "rand", docs/design.md). */
-    NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b);
-    uint64_t h = nb_hint_load(hint);
-    if (h != leaf && h >> b->group_order == leaf >> b->group_order)
+    NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b); /* the next allocation here starts at this block */
+    if (nb_hint_load(hint) != leaf)
         nb_hint_store(hint, leaf);
     if (nbbs__is_bunch(b))
         nbbs__bunch_release(b, r, leaf >> order);
