@@ -177,6 +177,23 @@ static inline void nbbs__hole_mark(const nbbs_t *b, uint64_t leaf)
         nb_hole_or(w, bit);
 }
 
+/* A block smaller than a group was taken at the first leaf of its group: the
+ * context will fill that group from its start (its hint is there), so other
+ * contexts' visits should not crowd into it. Clear the bit (a load first, so
+ * a clear bit costs no write). Only at the group's start, where no hole can be
+ * left behind the filling context: clearing on every take stranded holes
+ * behind the taker and lost most free groups in the churn experiment. A free
+ * that loads the bit just before this clear loses its mark (a hole the
+ * visits miss, plain scans still find). */
+static inline void nbbs__hole_entered(const nbbs_t *b, uint64_t leaf)
+{
+    uint64_t g = leaf >> b->group_order;
+    NBBS_ATOMIC(uint64_t) *w = &b->holes[g >> 6];
+    uint64_t bit = UINT64_C(1) << (g & 63);
+    if (nb_hole_load(w) & bit)
+        nb_hole_and(w, ~bit);
+}
+
 /* The first group after g0 (wrapping; within NBBS_HOLE_WORDS words of the
  * bitmap) whose hole bit is set, its bit cleared; UINT64_MAX if none. */
 static inline uint64_t nbbs__hole_take(const nbbs_t *b, uint64_t g0)
