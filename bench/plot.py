@@ -739,6 +739,22 @@ def lockfree_list_section(outdir, lines):
     lines.append("")
 
 
+def kernel_section(outdir, lines):
+    """The in-kernel table next to the user-space back-end figures, when
+    `make kernel-bench` (scripts/kernel/bench.sh) has written it."""
+    path = os.path.join(outdir, "kernel.md")
+    if not os.path.exists(path):
+        lines.append("## In-kernel benchmark\n")
+        lines.append("Not in this report: run `make kernel-bench` (boots nbbs.ko in qemu, about a minute), "
+                     "then `make bench` or `bench/plot.py` again (docs/kernel.md).\n")
+        return
+    with open(path) as f:
+        body = f.read().strip().splitlines()
+    lines.append("## In-kernel benchmark\n")
+    lines.extend(("#" + l) if l.startswith("### ") else l for l in body)
+    lines.append("")
+
+
 REPORT_PATH = "REPORT.md"
 
 
@@ -771,6 +787,7 @@ def main():
     main_docs = [load(p) for p in mains]
     discover(outdir, main_docs)
     backend_section(outdir, lines)
+    kernel_section(outdir, lines)
     for d in main_docs:
         main_section(d, outdir, lines, plots)
     frontend_section(outdir, lines, plots, notes)
