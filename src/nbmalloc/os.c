@@ -37,6 +37,24 @@ void nbm__os_unmap(void *p, size_t size)
     }
 }
 
+/* ThreadSanitizer keeps shadow memory at fixed ranges of the address space
+ * and aborts a fixed mapping asked for there ("mmap at bad address") instead
+ * of failing it, so under it aligned reservations skip the probing and
+ * over-map and trim. */
+#if defined(__SANITIZE_THREAD__)
+#define NBM_SANITIZER_SHADOW 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define NBM_SANITIZER_SHADOW 1
+#endif
+#endif
+#ifndef NBM_SANITIZER_SHADOW
+#define NBM_SANITIZER_SHADOW 0
+#endif
+
+/* The lowest address a fixed mapping may be asked for (1 GiB). */
+#define NBM_MAP_LOWEST ((uintptr_t)1 << 30)
+
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
@@ -45,6 +63,12 @@ void nbm__os_unmap(void *p, size_t size)
  * older than 4.17 takes the flag as a hint and may place it elsewhere. */
 bool nbm__os_map_at(void *p, size_t size)
 {
+    /* Never near address 0: root may map page 0 (mmap_min_addr does not bind
+     * CAP_SYS_RAWIO), and a block there would look like NULL. An aligned
+     * candidate rounded down from a low placement is 0; ThreadSanitizer
+     * aborted on it ("mmap at bad address: addr=0"), which is how it showed. */
+    if ((uintptr_t)p < NBM_MAP_LOWEST)
+        return false;
     int saved = errno;
     void *q = mmap(p, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     errno = saved;
@@ -79,6 +103,8 @@ void *nbm__os_reserve_aligned(size_t size, size_t align)
         return p;
     nbm__os_unmap(p, size);
     uintptr_t down = a & ~(uintptr_t)(align - 1);
+    if (NBM_SANITIZER_SHADOW)
+        goto overmap; /* its shadow ranges are not ours to probe */
     if (nbm__os_map_at((void *)down, size))
         goto placed;
     /* Below the lowest aligned placement so far (a hint shared by all
@@ -105,6 +131,7 @@ void *nbm__os_reserve_aligned(size_t size, size_t align)
             goto placed;
         }
     }
+overmap:
     if (size > SIZE_MAX - align)
         return NULL;
     char *raw = nbm__os_map(size + align);
