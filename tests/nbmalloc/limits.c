@@ -291,9 +291,15 @@ typedef struct worker {
     long reached_min, bad;
 } worker_t;
 
+/* Every thread exists before any fills: a thread created while the others
+ * already hold the whole limit has no room for its stack (pthread_create
+ * failed that way, once, in CI under load). */
+static pthread_barrier_t fill_start;
+
 static void *fill_worker(void *arg)
 {
     worker_t *w = arg;
+    pthread_barrier_wait(&fill_start);
     void **mine = ptrs + (size_t)(w->id - 1) * PER_THREAD;
     uint64_t r = (uint64_t)w->id * 0x9E3779B97F4A7C15u + 1;
     w->reached_min = -1;
@@ -331,11 +337,15 @@ static int mode_threads(int t, int rounds)
     if (t > 16)
         t = 16;
     ptrs_init((size_t)t * PER_THREAD); /* before the threads use up the limit */
+    pthread_barrier_init(&fill_start, NULL, (unsigned)t + 1);
     for (int i = 0; i < t; i++) {
         w[i] = (worker_t){ .id = i + 1, .rounds = rounds };
-        if (pthread_create(&th[i], NULL, fill_worker, &w[i]) != 0)
+        if (pthread_create(&th[i], NULL, fill_worker, &w[i]) != 0) {
+            fprintf(stderr, "threads: pthread_create %d failed before any thread filled\n", i + 1);
             return 2;
+        }
     }
+    pthread_barrier_wait(&fill_start);
     long bad = 0, least = -1;
     for (int i = 0; i < t; i++) {
         pthread_join(th[i], NULL);
