@@ -208,14 +208,7 @@ static bool arena_revive(uint32_t seen, unsigned order)
 bool nbm__recover(void)
 {
     bool any = nbm_load_u64_relaxed(&nbm__gstats.medium_cached) != 0;
-    nbm_tcache_t *tc = nbm__tc;
-    for (unsigned o = 0; tc && o < NBM_MCACHE_ORDERS; o++)
-        if (tc->mcache[o]) {
-            void *p = tc->mcache[o];
-            tc->mcache[o] = NULL;
-            nbm__medium_release(p, o);
-            any = true;
-        }
+    any |= nbm__tc_release_medium();
     nbm__decay_sweep(true);
     any |= nbm__reclaim_chunks() != 0;
     any |= retire_empty_arenas() != 0;

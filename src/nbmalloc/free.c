@@ -85,16 +85,24 @@ void nbm_thread_flush(void)
         nbm__tcache_flush(nbm__tc);
 }
 
-void nbm_purge(void)
+bool nbm__tc_release_medium(void)
 {
-    if (nbm_load_u32(&nbm__ready) != 2)
-        return;
+    bool any = false;
     nbm_tcache_t *tc = nbm__tc;
     for (unsigned o = 0; tc && o < NBM_MCACHE_ORDERS; o++)
         if (tc->mcache[o]) {
             void *p = tc->mcache[o];
             tc->mcache[o] = NULL;
             nbm__medium_release(p, o);
+            any = true;
         }
+    return any;
+}
+
+void nbm_purge(void)
+{
+    if (nbm_load_u32(&nbm__ready) != 2)
+        return;
+    nbm__tc_release_medium();
     nbm__decay_sweep(true);
 }

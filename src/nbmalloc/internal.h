@@ -263,6 +263,9 @@ NBM_HIDDEN nbm_arena_t *nbm__arena_at(uint32_t i);
 NBM_HIDDEN uint32_t nbm__arena_count(void);
 NBM_HIDDEN void nbm__decay_sweep(bool all);
 NBM_HIDDEN void nbm__medium_release(void *p, unsigned order); /* to the decay cache */
+/* Hands the calling thread's last-freed medium blocks to the decay cache;
+ * true if it held any. */
+NBM_HIDDEN bool nbm__tc_release_medium(void);
 
 /* --- huge mappings (huge.c) --------------------------------------------------- */
 NBM_HIDDEN void  *nbm__huge_alloc(size_t size, size_t align);
