@@ -1,0 +1,394 @@
+/*
+ * heap.c - per-thread heaps: the bins' slow paths, thread start and exit,
+ * adoption of abandoned heaps, collection and recovery.
+ *
+ * The fast paths (internal.h) pop and push the current page's list in the
+ * bin. Here, when a bin's list is empty (refill):
+ *   1. the current page's remote frees (one exchange);
+ *   2. the current page's uncarved tail (a batch at a time: lazy carving
+ *      keeps untouched memory free of RSS);
+ *   3. another page of the heap with free objects (the bin's avail list,
+ *      kept by the owner's frees);
+ *   4. when pages were taken since the last sweep for a quarter of those
+ *      held, a sweep: every page of the class has its remote list taken;
+ *      empty pages go back (nbm__page_release), others join avail;
+ *   5. a new page (a cached free block, else the back-end); when there is
+ *      none, the thread collects what the heaps hold and tries once more.
+ * An owner's free that empties a non-current page releases it at once.
+ *
+ * Thread exit (a pthread key destructor): the heap is collected (remote
+ * frees taken, empty pages released) and the record, with the pages still in
+ * use, goes on the stack of abandoned heaps. The next new thread adopts it
+ * whole (its pages' owner word is the record's address, so nothing changes
+ * hands), and nbm_purge/malloc_trim and recovery collect abandoned heaps by
+ * popping them all (exclusive while held) and pushing them back.
+ * A thread with no usable heap (while it is being set up, or after its exit
+ * destructor ran) serves small requests as one-page medium blocks and pushes
+ * its small frees on the pages' remote lists.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define NBM_TCACHE_MAX   ((uint32_t)1 << 16) /* threads alive at once */
+#define NBM_TCACHE_SHIFT 4                   /* 16 records (about 44 KiB) a chunk */
+
+_Thread_local nbm_tcache_t *nbm__tc NBM_TLS;
+static _Thread_local int tstate NBM_TLS;
+
+static _Atomic uintptr_t tcache_chunks[NBM_TCACHE_MAX >> NBM_TCACHE_SHIFT];
+static nbm_pool_t tcache_pool = { .chunks = tcache_chunks, .stride = sizeof(nbm_tcache_t),
+                                  .shift = NBM_TCACHE_SHIFT, .max = NBM_TCACHE_MAX, .fresh = 1 };
+static nbm_stack_t abandoned;
+static pthread_key_t tcache_key;
+static bool have_key;
+
+static void tcache_exit(void *v);
+
+/* Without the key (pthread_key_create failed) no thread gets a heap: every
+ * thread runs the no-heap paths, slower but correct. */
+void nbm__tcache_init_process(void)
+{
+    have_key = pthread_key_create(&tcache_key, tcache_exit) == 0;
+}
+
+nbm_tcache_t *nbm__tcache_get(void)
+{
+    if (nbm__tc)
+        return nbm__tc;
+    if (tstate != NBM_T_NEW)
+        return NULL; /* being set up (re-entered) or already torn down */
+    tstate = NBM_T_INIT;
+    nbm__init();
+    if (!have_key) {
+        tstate = NBM_T_DEAD;
+        return NULL;
+    }
+    uint32_t i = nbm__stack_pop(&abandoned, &tcache_pool); /* adopt */
+    if (!i)
+        i = nbm__pool_fresh(&tcache_pool, 1);
+    if (!i) {
+        /* Out of memory or more live threads than records: run without a
+         * heap for now and try again on a later call. */
+        tstate = NBM_T_NEW;
+        return NULL;
+    }
+    nbm_tcache_t *tc = (nbm_tcache_t *)nbm__pool_rec(&tcache_pool, i);
+    tc->index = i;
+    tc->arena_hint = i;
+    pthread_setspecific(tcache_key, tc);
+    nbm__tc = tc;
+    tstate = NBM_T_LIVE;
+    nbm_stat_add(&nbm__gstats.threads, 1);
+    return tc;
+}
+
+/* --- the bin's page lists (owner only) --------------------------------------- */
+
+static void avail_push(nbm_bin_t *bin, nbm_page_t *pg)
+{
+    pg->avail = 1;
+    pg->aprev = NULL;
+    pg->anext = bin->avail;
+    if (bin->avail)
+        bin->avail->aprev = pg;
+    bin->avail = pg;
+}
+
+static void avail_unlink(nbm_bin_t *bin, nbm_page_t *pg)
+{
+    if (!pg->avail)
+        return;
+    pg->avail = 0;
+    if (pg->aprev)
+        pg->aprev->anext = pg->anext;
+    else
+        bin->avail = pg->anext;
+    if (pg->anext)
+        pg->anext->aprev = pg->aprev;
+}
+
+static void page_link(nbm_bin_t *bin, nbm_page_t *pg)
+{
+    pg->prev = NULL;
+    pg->next = bin->pages;
+    if (bin->pages)
+        bin->pages->prev = pg;
+    bin->pages = pg;
+    bin->npages++;
+}
+
+/* An empty page leaves the heap for good. */
+static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
+{
+    avail_unlink(bin, pg);
+    if (pg->prev)
+        pg->prev->next = pg->next;
+    else
+        bin->pages = pg->next;
+    if (pg->next)
+        pg->next->prev = pg->prev;
+    bin->npages--;
+    if (bin->page == pg) {
+        bin->page = NULL;
+        bin->head = NULL;
+        bin->count = 0;
+    }
+    tc->drains++;
+    unsigned order = nbm__page_order(pg->cls);
+    void *block = nbm__page_unmake(pg);
+    if (tc->nspare < NBM_SPARE_PAGES) {
+        tc->spare_order[tc->nspare] = (uint8_t)order;
+        tc->spare[tc->nspare++] = block;
+    } else {
+        nbm__page_release(block, order);
+    }
+}
+
+/* The heap's spare blocks go back; true if it had any. */
+static bool release_spares(nbm_tcache_t *tc)
+{
+    bool any = tc->nspare != 0;
+    while (tc->nspare) {
+        tc->nspare--;
+        nbm__page_release(tc->spare[tc->nspare], tc->spare_order[tc->nspare]);
+    }
+    return any;
+}
+
+/* A spare block of the order, or NULL. */
+static void *take_spare(nbm_tcache_t *tc, unsigned order)
+{
+    for (uint32_t k = tc->nspare; k-- > 0;)
+        if (tc->spare_order[k] == order) {
+            void *b = tc->spare[k];
+            tc->nspare--;
+            tc->spare[k] = tc->spare[tc->nspare];
+            tc->spare_order[k] = tc->spare_order[tc->nspare];
+            return b;
+        }
+    return NULL;
+}
+
+void nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg)
+{
+    nbm_bin_t *bin = &tc->bins[pg->cls];
+    if (pg->nfree == nbm__page_carved(pg))
+        page_drop(tc, bin, pg);
+    else if (!pg->avail)
+        avail_push(bin, pg);
+}
+
+/* Takes a non-current page's remote frees onto its own list. True if the
+ * page is now empty (every carved object free). */
+static bool page_collect(nbm_page_t *pg)
+{
+    uint32_t n;
+    void **last;
+    void *l = nbm__page_take_remote(pg, &n, &last);
+    if (l) {
+        last[0] = pg->free;
+        pg->free = l;
+        pg->nfree += n;
+    }
+    return pg->nfree == nbm__page_carved(pg);
+}
+
+/* The current page stops being current: its list goes back to the page. */
+static void retire_current(nbm_bin_t *bin)
+{
+    nbm_page_t *pg = bin->page;
+    if (!pg)
+        return;
+    pg->free = bin->head;
+    pg->nfree = bin->count;
+    bin->page = NULL;
+    bin->head = NULL;
+    bin->count = 0;
+}
+
+/* Every page of the class: remote frees taken, empty pages released, the
+ * others with free objects on avail. Returns the pages released. */
+static uint32_t sweep_bin(nbm_tcache_t *tc, nbm_bin_t *bin)
+{
+    uint32_t released = 0;
+    for (nbm_page_t *pg = bin->pages, *next; pg; pg = next) {
+        next = pg->next;
+        if (pg == bin->page)
+            continue;
+        if (page_collect(pg)) {
+            page_drop(tc, bin, pg);
+            released++;
+        } else if (pg->nfree && !pg->avail) {
+            avail_push(bin, pg);
+        }
+    }
+    bin->fresh = 0;
+    return released;
+}
+
+/* Every page of the heap swept, the spares given back. True if any page
+ * or spare went back. */
+static bool collect_heap(nbm_tcache_t *tc)
+{
+    uint32_t released = 0;
+    for (unsigned c = 0; c < NBM_NCLASSES; c++) {
+        nbm_bin_t *bin = &tc->bins[c];
+        retire_current(bin);
+        released += sweep_bin(tc, bin);
+    }
+    return release_spares(tc) || released != 0;
+}
+
+/* Makes a page with free objects current; the bin's list is empty. */
+static void make_current(nbm_bin_t *bin, nbm_page_t *pg)
+{
+    avail_unlink(bin, pg);
+    retire_current(bin); /* its list is empty: the page is full */
+    bin->page = pg;
+    bin->head = pg->free;
+    bin->count = pg->nfree;
+    pg->free = NULL;
+    pg->nfree = 0;
+}
+
+static bool refill(nbm_tcache_t *tc, unsigned cls)
+{
+    nbm_bin_t *bin = &tc->bins[cls];
+    const nbm_class_t *c = &nbm__classes[cls];
+    bool recovered = false;
+    for (;;) {
+        nbm_page_t *pg = bin->page;
+        if (pg) {
+            uint32_t n;
+            void **last;
+            void *l = nbm__page_take_remote(pg, &n, &last);
+            if (l) {
+                bin->head = l; /* the list was empty */
+                bin->count = n;
+                return true;
+            }
+            if ((bin->count = nbm__page_carve(pg, &bin->head, c->batch)) != 0)
+                return true;
+        }
+        if (!bin->avail && bin->fresh >= 4 && bin->fresh * 4 >= bin->npages)
+            sweep_bin(tc, bin);
+        if (bin->avail) {
+            make_current(bin, bin->avail);
+            if (bin->head)
+                return true;
+            continue; /* cannot happen: avail pages hold free objects */
+        }
+        pg = nbm__page_new(cls, (uintptr_t)tc, &tc->arena_hint, take_spare(tc, nbm__page_order(cls)));
+        if (!pg) {
+            if (recovered || !nbm__recover())
+                return false;
+            recovered = true;
+            continue;
+        }
+        tc->refills++;
+        bin->fresh++;
+        page_link(bin, pg);
+        retire_current(bin);
+        bin->page = pg;
+    }
+}
+
+void *nbm__small_alloc_generic(unsigned cls)
+{
+    nbm_tcache_t *tc = nbm__tcache_get();
+    if (NBM_UNLIKELY(!tc)) {
+        bool fresh;
+        return nbm__medium_alloc(nbm__classes[cls].size, 0, &fresh, NULL);
+    }
+    nbm_bin_t *bin = &tc->bins[cls];
+    if (!bin->head && !refill(tc, cls))
+        return NULL;
+    void **p = bin->head;
+    bin->head = p[0];
+    bin->count--;
+    p[1] = NULL;
+    return p;
+}
+
+/* A small free on a thread without a heap: onto the page's remote list,
+ * whoever owns it (its owner, or whoever adopts or collects it, takes it). */
+void nbm__small_free_generic(void *p, nbm_page_t *pg)
+{
+    void **o = p;
+    o[1] = (void *)((uintptr_t)p ^ nbm__secret);
+    nbm__page_free_remote(pg, o);
+}
+
+static bool release_medium(nbm_tcache_t *tc)
+{
+    bool any = false;
+    for (unsigned o = 0; tc && o < NBM_MCACHE_ORDERS; o++)
+        if (tc->mcache[o]) {
+            void *p = tc->mcache[o];
+            tc->mcache[o] = NULL;
+            nbm__medium_release(p, o);
+            any = true;
+        }
+    return any;
+}
+
+void nbm__tcache_flush(nbm_tcache_t *tc)
+{
+    collect_heap(tc);
+    release_medium(tc);
+    nbm__desc_flush(tc);
+    nbm_stat_add(&nbm__gstats.medium_live, (uint64_t)tc->medium_delta);
+    tc->medium_delta = 0;
+    nbm_stat_add(&nbm__gstats.refills, tc->refills);
+    nbm_stat_add(&nbm__gstats.drains, tc->drains);
+    tc->refills = tc->drains = 0;
+}
+
+static void tcache_exit(void *v)
+{
+    nbm_tcache_t *tc = v;
+    nbm__tc = NULL;
+    tstate = NBM_T_DEAD;
+    nbm__tcache_flush(tc);
+    nbm__stack_push(&abandoned, &tcache_pool, tc->index, tc->index);
+}
+
+bool nbm__heaps_collect(bool medium)
+{
+    nbm_tcache_t *tc = nbm__tc;
+    bool any = false;
+    if (tc) {
+        any |= collect_heap(tc);
+        if (medium)
+            any |= release_medium(tc);
+    }
+    /* Abandoned heaps: popped all at once, so each is ours alone until the
+     * chain is pushed back (a thread starting meanwhile maps a new record). */
+    uint32_t first = nbm__stack_pop_all(&abandoned), last = 0;
+    for (uint32_t i = first; i; i = nbm_load_u32_relaxed((_Atomic uint32_t *)nbm__pool_rec(&tcache_pool, i))) {
+        nbm_tcache_t *h = (nbm_tcache_t *)nbm__pool_rec(&tcache_pool, i);
+        any |= collect_heap(h);
+        nbm_stat_add(&nbm__gstats.drains, h->drains);
+        h->drains = 0;
+        last = i;
+    }
+    if (first)
+        nbm__stack_push(&abandoned, &tcache_pool, first, last);
+    return any;
+}
+
+/* After an allocation found no memory: whatever is free but held for one use
+ * goes where any use can take it (empty pages of this thread's and the
+ * abandoned heaps, the thread's cached medium blocks, the medium cache, empty
+ * arenas). Pages of other live threads stay with them. */
+bool nbm__recover(void)
+{
+    bool any = nbm_load_u64_relaxed(&nbm__gstats.medium_cached) != 0;
+    if (nbm__tc)
+        nbm__tc->arena_hint = 0; /* the lowest arenas first: the higher may retire */
+    any |= nbm__heaps_collect(true);
+    any |= nbm__arena_reclaim();
+    return any;
+}
