@@ -82,7 +82,7 @@ size_t nbm_usable_size(const void *p)
 void nbm_thread_flush(void)
 {
     if (nbm__tc)
-        nbm__tcache_flush(nbm__tc);
+        nbm__tcache_flush(nbm__tc, false);
 }
 
 /* malloc_trim too: every empty page of this thread's heap and of abandoned

@@ -228,9 +228,9 @@ static uint32_t sweep_bin(nbm_tcache_t *tc, nbm_bin_t *bin)
     return released;
 }
 
-/* Every page of the heap swept, the spares given back. True if any page
- * or spare went back. */
-static bool collect_heap(nbm_tcache_t *tc)
+/* Every page of the heap swept, and with spares, the spares given back.
+ * True if any page or spare went back. */
+static bool collect_heap(nbm_tcache_t *tc, bool spares)
 {
     uint32_t released = 0;
     for (unsigned c = 0; c < NBM_NCLASSES; c++) {
@@ -238,7 +238,7 @@ static bool collect_heap(nbm_tcache_t *tc)
         retire_current(bin);
         released += sweep_bin(tc, bin);
     }
-    return release_spares(tc) || released != 0;
+    return (spares && release_spares(tc)) || released != 0;
 }
 
 /* Makes a page with free objects current; the bin's list is empty. */
@@ -334,9 +334,9 @@ static bool release_medium(nbm_tcache_t *tc)
     return any;
 }
 
-void nbm__tcache_flush(nbm_tcache_t *tc)
+void nbm__tcache_flush(nbm_tcache_t *tc, bool spares)
 {
-    collect_heap(tc);
+    collect_heap(tc, spares);
     release_medium(tc);
     nbm__desc_flush(tc);
     nbm_stat_add(&nbm__gstats.medium_live, (uint64_t)tc->medium_delta);
@@ -351,7 +351,7 @@ static void tcache_exit(void *v)
     nbm_tcache_t *tc = v;
     nbm__tc = NULL;
     tstate = NBM_T_DEAD;
-    nbm__tcache_flush(tc);
+    nbm__tcache_flush(tc, true);
     nbm__stack_push(&abandoned, &tcache_pool, tc->index, tc->index);
 }
 
@@ -360,7 +360,7 @@ bool nbm__heaps_collect(bool medium)
     nbm_tcache_t *tc = nbm__tc;
     bool any = false;
     if (tc) {
-        any |= collect_heap(tc);
+        any |= collect_heap(tc, true);
         if (medium)
             any |= release_medium(tc);
     }
@@ -369,7 +369,7 @@ bool nbm__heaps_collect(bool medium)
     uint32_t first = nbm__stack_pop_all(&abandoned), last = 0;
     for (uint32_t i = first; i; i = nbm_load_u32_relaxed((_Atomic uint32_t *)nbm__pool_rec(&tcache_pool, i))) {
         nbm_tcache_t *h = (nbm_tcache_t *)nbm__pool_rec(&tcache_pool, i);
-        any |= collect_heap(h);
+        any |= collect_heap(h, true);
         nbm_stat_add(&nbm__gstats.drains, h->drains);
         h->drains = 0;
         last = i;

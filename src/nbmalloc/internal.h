@@ -333,7 +333,7 @@ NBM_HIDDEN void *nbm__small_alloc_generic(unsigned cls);
 NBM_HIDDEN void  nbm__small_free_generic(void *p, nbm_page_t *pg);
 /* The owner's free made a non-current page empty or no longer full. */
 NBM_HIDDEN void  nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg);
-NBM_HIDDEN void  nbm__tcache_flush(nbm_tcache_t *tc);
+NBM_HIDDEN void  nbm__tcache_flush(nbm_tcache_t *tc, bool spares); /* spares: give them back too */
 NBM_HIDDEN nbm_tcache_t *nbm__tcache_get(void);       /* NULL while none can be used */
 NBM_HIDDEN void  nbm__tcache_init_process(void);
 NBM_HIDDEN uint32_t nbm__desc_get(nbm_tcache_t *tc);  /* tc may be NULL */
