@@ -41,6 +41,7 @@ static _Atomic uintptr_t tcache_chunks[NBM_TCACHE_MAX >> NBM_TCACHE_SHIFT];
 static nbm_pool_t tcache_pool = { .chunks = tcache_chunks, .stride = sizeof(nbm_tcache_t),
                                   .shift = NBM_TCACHE_SHIFT, .max = NBM_TCACHE_MAX, .fresh = 1 };
 static nbm_stack_t abandoned;
+static _Atomic uint32_t trim_epoch; /* bumped by every recovery: heaps give their spares back */
 static pthread_key_t tcache_key;
 static bool have_key;
 
@@ -119,7 +120,9 @@ static void page_link(nbm_bin_t *bin, nbm_page_t *pg)
     bin->npages++;
 }
 
-/* An empty page leaves the heap for good. */
+static void spares_decay(nbm_tcache_t *tc);
+
+/* An empty page leaves its class: to the heap's spares. */
 static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
 {
     avail_unlink(bin, pg);
@@ -136,39 +139,72 @@ static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
         bin->count = 0;
     }
     tc->drains++;
-    unsigned order = nbm__page_order(pg->cls);
-    void *block = nbm__page_unmake(pg);
-    if (tc->nspare < NBM_SPARE_PAGES) {
-        tc->spare_order[tc->nspare] = (uint8_t)order;
-        tc->spare[tc->nspare++] = block;
-    } else {
-        nbm__page_release(block, order);
-    }
+    unsigned k = nbm__page_order(pg->cls) - NBM_SPARE_ORDER0;
+    nbm__page_unmake(pg);
+    pg->next = tc->spare[k];
+    tc->spare[k] = pg;
+    tc->nspare[k]++;
+    spares_decay(tc);
 }
 
-/* The heap's spare blocks go back; true if it had any. */
+static void release_top(nbm_tcache_t *tc, unsigned k, uint32_t n)
+{
+    for (; n && tc->spare[k]; n--) {
+        nbm_page_t *pg = tc->spare[k];
+        tc->spare[k] = pg->next;
+        tc->nspare[k]--;
+        nbm__page_release((void *)pg->base, k + NBM_SPARE_ORDER0);
+    }
+    if (tc->spare_low[k] > tc->nspare[k])
+        tc->spare_low[k] = tc->nspare[k];
+}
+
+/* The heap's spare pages all go back; true if it had any. */
 static bool release_spares(nbm_tcache_t *tc)
 {
-    bool any = tc->nspare != 0;
-    while (tc->nspare) {
-        tc->nspare--;
-        nbm__page_release(tc->spare[tc->nspare], tc->spare_order[tc->nspare]);
+    bool any = false;
+    for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
+        any |= tc->nspare[k] != 0;
+        release_top(tc, k, UINT32_MAX);
     }
     return any;
+}
+
+/* Decay of spare pages (empty pages kept for the heap's next pages of any
+ * class): every NBM_PURGE_DELAY_MS, the spares that were not needed during
+ * the whole interval (the fewest held at any time in it) go back to the OS
+ * and the back-end. A steady program keeps what it reuses; a shrinking one
+ * returns its empty pages within two intervals of its next slow path. After
+ * a thread ran out of memory (the recovery epoch moved), all go back. Called
+ * on the slow paths that take or give pages. */
+static void spares_decay(nbm_tcache_t *tc)
+{
+    uint32_t e = nbm_load_u32_relaxed(&trim_epoch);
+    if (NBM_UNLIKELY(e != tc->trim_seen)) {
+        tc->trim_seen = e;
+        release_spares(tc);
+    }
+    uint64_t now = nbm__os_now_ns();
+    if (now - tc->spare_since < nbm__opt.purge_delay_ns)
+        return;
+    for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
+        release_top(tc, k, tc->spare_low[k]);
+        tc->spare_low[k] = tc->nspare[k];
+    }
+    tc->spare_since = now;
 }
 
 /* A spare block of the order, or NULL. */
 static void *take_spare(nbm_tcache_t *tc, unsigned order)
 {
-    for (uint32_t k = tc->nspare; k-- > 0;)
-        if (tc->spare_order[k] == order) {
-            void *b = tc->spare[k];
-            tc->nspare--;
-            tc->spare[k] = tc->spare[tc->nspare];
-            tc->spare_order[k] = tc->spare_order[tc->nspare];
-            return b;
-        }
-    return NULL;
+    unsigned k = order - NBM_SPARE_ORDER0;
+    nbm_page_t *pg = tc->spare[k];
+    if (!pg)
+        return NULL;
+    tc->spare[k] = pg->next;
+    if (--tc->nspare[k] < tc->spare_low[k])
+        tc->spare_low[k] = tc->nspare[k];
+    return (void *)pg->base;
 }
 
 void nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg)
@@ -288,6 +324,7 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
             continue;
         }
         tc->refills++;
+        spares_decay(tc);
         bin->fresh++;
         page_link(bin, pg);
         retire_current(bin);
@@ -351,7 +388,9 @@ static void tcache_exit(void *v)
     nbm_tcache_t *tc = v;
     nbm__tc = NULL;
     tstate = NBM_T_DEAD;
-    nbm__tcache_flush(tc, true);
+    /* The spares stay with the heap for its adopter (many short threads
+     * then reuse warm pages); nbm_purge and recovery collect them. */
+    nbm__tcache_flush(tc, false);
     nbm__stack_push(&abandoned, &tcache_pool, tc->index, tc->index);
 }
 
@@ -388,6 +427,7 @@ bool nbm__recover(void)
     bool any = nbm_load_u64_relaxed(&nbm__gstats.medium_cached) != 0;
     if (nbm__tc)
         nbm__tc->arena_hint = 0; /* the lowest arenas first: the higher may retire */
+    nbm_add_u32(&trim_epoch, 1); /* other live heaps give their spares back at their next page */
     any |= nbm__heaps_collect(true);
     any |= nbm__arena_reclaim();
     return any;

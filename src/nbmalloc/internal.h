@@ -179,7 +179,8 @@ typedef struct nbm_bin {
 
 #define NBM_DESC_STASH 64
 #define NBM_MCACHE_ORDERS 8 /* medium blocks of 4..512 KiB: one per order per thread */
-#define NBM_SPARE_PAGES 8   /* empty pages a heap keeps (at most 1 MiB) */
+#define NBM_SPARE_ORDER0 4  /* page orders: 64 KiB and 128 KiB pages */
+#define NBM_SPARE_ORDERS 2
 
 /* The heap record of a thread (historically "tcache"). Records are reused:
  * at thread exit the record, with the pages it owns, goes to a stack of
@@ -192,9 +193,11 @@ typedef struct nbm_tcache {
     nbm_bin_t bins[NBM_NCLASSES];
     uint32_t desc[NBM_DESC_STASH];
     void    *mcache[NBM_MCACHE_ORDERS]; /* a freed medium block per order, reused first */
-    void    *spare[NBM_SPARE_PAGES];    /* blocks of empty pages, reused first */
-    uint8_t  spare_order[NBM_SPARE_PAGES];
-    uint32_t nspare;
+    nbm_page_t *spare[NBM_SPARE_ORDERS]; /* empty pages per page order, reused first (linked by next) */
+    uint32_t nspare[NBM_SPARE_ORDERS];
+    uint32_t spare_low[NBM_SPARE_ORDERS]; /* fewest spares since spare_since: not needed, released next */
+    uint64_t spare_since;                 /* start of the current decay interval (ns) */
+    uint32_t trim_seen;                   /* last recovery epoch seen */
     uint64_t refills, drains;   /* pages taken / given back; joined into the globals at exit */
     int64_t  medium_delta;      /* medium blocks allocated minus freed by this thread */
 } nbm_tcache_t;
