@@ -20,16 +20,17 @@
  * user starts there, with bit 7 set while that block sits freed in a cache.
  * Both live in the arena's metadata mapping, never in user memory.
  *
- * Small objects. A thread cache (tcache) has, per size class, a singly linked
- * free list threaded through the objects (word 0 = next) and a bump range of
- * uncarved chunk memory. A freed object also carries a tag in word 1 (its
- * address xor a per-process secret) that exposes a double free; carving
- * writes the same tag, so every object on any free list carries it. Lists move
- * between threads as batches: a descriptor (nbm_desc_t, from a type-stable
- * pool outside user memory) pushed on the class's shared stack. Stacks are
- * Treiber stacks of descriptor indices with a 32-bit version in the same
- * 64-bit word, so a pop that read a stale "next" fails its CAS (ABA-safe), and
- * they never read user memory.
+ * Small objects. Each thread has a heap (nbm_tcache_t) owning pages: back-end
+ * blocks of one class, whose records (nbm_page_t) sit in the arena metadata
+ * at the page's first unit. Per class, the heap's bin holds the current
+ * page's free list (word 0 = next); the owner's frees to its other pages go
+ * to their own lists, other threads' frees to the page's remote list (one
+ * CAS), which the owner takes whole with one exchange. A freed object also
+ * carries a tag in word 1 (its address xor a per-process secret) that
+ * exposes a double free; carving writes the same tag, so every object on any
+ * free list carries it. Layers, each calling only downwards: API (alloc.c,
+ * free.c, override*.c) -> heap (heap.c) -> page (page.c) -> arena and medium
+ * blocks (arena.c, huge.c, desc.c) -> back-end and OS (nbbs, os.c).
  */
 #ifndef NBM_INTERNAL_H
 #define NBM_INTERNAL_H
