@@ -46,6 +46,7 @@ static pthread_key_t tcache_key;
 static bool have_key;
 
 static void tcache_exit(void *v);
+static bool collect_heap(nbm_tcache_t *tc, bool spares);
 
 /* Without the key (pthread_key_create failed) no thread gets a heap: every
  * thread runs the no-heap paths, slower but correct. */
@@ -76,6 +77,9 @@ nbm_tcache_t *nbm__tcache_get(void)
         return NULL;
     }
     nbm_tcache_t *tc = (nbm_tcache_t *)nbm__pool_rec(&tcache_pool, i);
+    /* An adopted heap: the frees its pages received since its thread exited
+     * are taken, empty pages become spares. */
+    collect_heap(tc, false);
     tc->index = i;
     tc->arena_hint = i;
     pthread_setspecific(tcache_key, tc);
@@ -153,7 +157,7 @@ static void release_top(nbm_tcache_t *tc, unsigned k, uint32_t n)
         nbm_page_t *pg = tc->spare[k];
         tc->spare[k] = pg->next;
         tc->nspare[k]--;
-        nbm__page_release((void *)pg->base, k + NBM_SPARE_ORDER0);
+        nbm__page_release((void *)nbm__page_base(pg), k + NBM_SPARE_ORDER0);
     }
     if (tc->spare_low[k] > tc->nspare[k])
         tc->spare_low[k] = tc->nspare[k];
@@ -204,7 +208,7 @@ static void *take_spare(nbm_tcache_t *tc, unsigned order)
     tc->spare[k] = pg->next;
     if (--tc->nspare[k] < tc->spare_low[k])
         tc->spare_low[k] = tc->nspare[k];
-    return (void *)pg->base;
+    return (void *)nbm__page_base(pg);
 }
 
 void nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg)

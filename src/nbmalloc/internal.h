@@ -151,17 +151,18 @@ static inline nbm_desc_t *nbm__desc(uint32_t i) { return (nbm_desc_t *)nbm__pool
  *  - `free`/`nfree`: the owner's own frees (plain stores), while the page is
  *    not its heap's current page (the current page's list is the bin's head).
  * Every other field is the owner's alone. */
-typedef struct nbm_page {
-    _Atomic uintptr_t remote;     /* other threads' frees (objects linked by word 0) */
+typedef struct nbm_page {     /* one cache line: no false sharing between pages */
+    _Alignas(NBM_CACHE_LINE) _Atomic uintptr_t remote; /* other threads' frees (objects linked by word 0) */
     _Atomic uintptr_t heap;       /* the owning heap (nbm_tcache_t *), 0 = not a page */
-    uintptr_t base;               /* the page's first byte */
     void    *free;                /* owner's free list (not while current) */
     uint32_t nfree;               /* objects on `free` */
-    uint16_t cls;
-    uint16_t avail;               /* on the bin's `avail` list */
+    uint8_t  cls;
+    uint8_t  avail;               /* on the bin's `avail` list */
+    uint16_t arena;               /* index of the arena (the page's address: nbm__page_base) */
     struct nbm_page *next, *prev;   /* the bin's pages */
     struct nbm_page *anext, *aprev; /* the bin's pages with free objects */
 } nbm_page_t;
+_Static_assert(sizeof(nbm_page_t) == NBM_CACHE_LINE, "a page record is one cache line");
 
 /* --- heaps (one per thread) ---------------------------------------------------- */
 /* A bin is a heap's share of one class: the current page, whose free list is
@@ -325,6 +326,7 @@ NBM_HIDDEN unsigned nbm__page_order(unsigned cls);
  * tagged free); returns how many. */
 NBM_HIDDEN uint32_t nbm__page_carve(nbm_page_t *pg, void **head, uint32_t max);
 NBM_HIDDEN uint32_t nbm__page_carved(const nbm_page_t *pg);
+NBM_HIDDEN uintptr_t nbm__page_base(const nbm_page_t *pg); /* the page's first byte */
 /* Takes the whole remote list: returns it (NULL: empty), its count and last object. */
 NBM_HIDDEN void *nbm__page_take_remote(nbm_page_t *pg, uint32_t *n, void ***last);
 NBM_HIDDEN void  nbm__page_free_remote(nbm_page_t *pg, void **o); /* one CAS */

@@ -34,8 +34,8 @@ nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t *hint, void *bl
     nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)b);
     size_t u0 = first_unit(ar, (uintptr_t)b);
     nbm_page_t *pg = &ar->pages[u0];
-    pg->base = (uintptr_t)b;
-    pg->cls = (uint16_t)cls;
+    pg->arena = (uint16_t)ar->index;
+    pg->cls = (uint8_t)cls;
     pg->free = NULL;
     pg->nfree = 0;
     pg->avail = 0;
@@ -52,10 +52,16 @@ nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t *hint, void *bl
     return pg;
 }
 
+uintptr_t nbm__page_base(const nbm_page_t *pg)
+{
+    nbm_arena_t *ar = nbm__arena_at(pg->arena);
+    return ar->base + ((uintptr_t)(pg - ar->pages) << NBM_UNIT_SHIFT);
+}
+
 uint32_t nbm__page_carved(const nbm_page_t *pg)
 {
-    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner(pg->base);
-    return nbm_load_u32_relaxed(&ar->unit[first_unit(ar, pg->base)]) >> NBM_UNIT_CARVED_SHIFT;
+    nbm_arena_t *ar = nbm__arena_at(pg->arena);
+    return nbm_load_u32_relaxed(&ar->unit[pg - ar->pages]) >> NBM_UNIT_CARVED_SHIFT;
 }
 
 /* The carved count grows (in every unit of the page) before any of the new
@@ -64,8 +70,8 @@ uint32_t nbm__page_carved(const nbm_page_t *pg)
 uint32_t nbm__page_carve(nbm_page_t *pg, void **head, uint32_t max)
 {
     const nbm_class_t *c = &nbm__classes[pg->cls];
-    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner(pg->base);
-    size_t u0 = first_unit(ar, pg->base);
+    nbm_arena_t *ar = nbm__arena_at(pg->arena);
+    size_t u0 = (size_t)(pg - ar->pages);
     uint32_t carved = nbm_load_u32_relaxed(&ar->unit[u0]) >> NBM_UNIT_CARVED_SHIFT;
     uint32_t cap = c->chunk / c->size;
     uint32_t n = cap - carved < max ? cap - carved : max;
@@ -73,7 +79,7 @@ uint32_t nbm__page_carve(nbm_page_t *pg, void **head, uint32_t max)
         return 0;
     for (size_t u = 0; u < c->chunk >> NBM_UNIT_SHIFT; u++)
         nbm_add_u32(&ar->unit[u0 + u], n << NBM_UNIT_CARVED_SHIFT);
-    char *first = (char *)pg->base + (size_t)carved * c->size;
+    char *first = (char *)(ar->base + (u0 << NBM_UNIT_SHIFT)) + (size_t)carved * c->size;
     for (uint32_t k = 0; k < n; k++) {
         void **o = (void **)(first + (size_t)k * c->size);
         o[0] = first + (size_t)(k + 1) * c->size;
@@ -116,14 +122,14 @@ void *nbm__page_take_remote(nbm_page_t *pg, uint32_t *n, void ***last)
 void *nbm__page_unmake(nbm_page_t *pg)
 {
     const nbm_class_t *c = &nbm__classes[pg->cls];
-    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner(pg->base);
-    size_t u0 = first_unit(ar, pg->base);
+    nbm_arena_t *ar = nbm__arena_at(pg->arena);
+    size_t u0 = (size_t)(pg - ar->pages);
     for (size_t u = 0; u < c->chunk >> NBM_UNIT_SHIFT; u++)
         nbm_store_u32(&ar->unit[u0 + u], 0);
     nbm_store_uptr_relaxed(&pg->heap, 0);
     nbm_stat_sub(&nbm__gstats.chunks, 1);
     nbm_stat_sub(&nbm__gstats.chunk_bytes, c->chunk);
-    return (void *)pg->base;
+    return (void *)(ar->base + (u0 << NBM_UNIT_SHIFT));
 }
 
 /* The one place where the block of an empty page goes back for good: its
