@@ -275,7 +275,7 @@ NBM_HIDDEN void nbm__classes_init(void);
 /* --- global statistics (relaxed counters) ----------------------------------- */
 typedef struct nbm_gstats {
     _Atomic uint64_t arenas, arena_bytes, chunks, chunk_bytes, medium_live, medium_cached;
-    _Atomic uint64_t purged, huge_live, huge_bytes, threads, refills, drains, lost;
+    _Atomic uint64_t purged, huge_live, huge_bytes, threads, refills, drains;
 } nbm_gstats_t;
 NBM_HIDDEN extern nbm_gstats_t nbm__gstats;
 
