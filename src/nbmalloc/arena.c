@@ -347,6 +347,22 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
     return p;
 }
 
+/* A free block of the medium cache (a freed medium block, or an exited
+ * thread's spare page), taken for a new page; NULL when none. Its page byte
+ * is cleared; the unit words are the caller's to set. */
+void *nbm__block_cached(unsigned order)
+{
+    uint32_t d = nbm__stack_pop(&decay[order], &nbm__desc_pool);
+    if (!d)
+        return NULL;
+    void *p = nbm__desc(d)->list;
+    nbm_stat_sub(&nbm__gstats.medium_cached, NBM_PAGE << order);
+    nbm__desc_put(nbm__tc, d);
+    /* Relaxed: the block is ours alone (popped by the CAS above). */
+    nbm_store_u8_relaxed(page_byte((nbm_arena_t *)nbm__owner((uintptr_t)p), p), 0);
+    return p;
+}
+
 /* The order of the live medium block at p. A pointer that is not a page
  * start, or whose page byte is 0 (interior, never handed out, past the
  * arena's end, back in the back-end) is `who`; a block freed and still cached

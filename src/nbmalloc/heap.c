@@ -198,6 +198,19 @@ static void spares_decay(nbm_tcache_t *tc)
     tc->spare_since = now;
 }
 
+/* The heap's spares to the medium cache (an exiting thread's). */
+static void give_spares(nbm_tcache_t *tc)
+{
+    for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
+        while (tc->spare[k]) {
+            nbm_page_t *pg = tc->spare[k];
+            tc->spare[k] = pg->next;
+            nbm__medium_release((void *)nbm__page_base(pg), k + NBM_SPARE_ORDER0);
+        }
+        tc->nspare[k] = tc->spare_low[k] = 0;
+    }
+}
+
 /* A spare block of the order, or NULL. */
 static void *take_spare(nbm_tcache_t *tc, unsigned order)
 {
@@ -320,7 +333,10 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
                 return true;
             continue; /* cannot happen: avail pages hold free objects */
         }
-        pg = nbm__page_new(cls, (uintptr_t)tc, &tc->arena_hint, take_spare(tc, nbm__page_order(cls)));
+        void *b = take_spare(tc, nbm__page_order(cls));
+        if (!b)
+            b = nbm__block_cached(nbm__page_order(cls)); /* e.g. an exited thread's spare */
+        pg = nbm__page_new(cls, (uintptr_t)tc, &tc->arena_hint, b);
         if (!pg) {
             if (recovered || !nbm__recover())
                 return false;
@@ -392,9 +408,11 @@ static void tcache_exit(void *v)
     nbm_tcache_t *tc = v;
     nbm__tc = NULL;
     tstate = NBM_T_DEAD;
-    /* The spares stay with the heap for its adopter (many short threads
-     * then reuse warm pages); nbm_purge and recovery collect them. */
+    /* The spares go to the medium cache, where any thread's next page (or
+     * medium block) of their size takes them while warm, and its delay
+     * returns them to the OS otherwise. */
     nbm__tcache_flush(tc, false);
+    give_spares(tc);
     nbm__stack_push(&abandoned, &tcache_pool, tc->index, tc->index);
 }
 

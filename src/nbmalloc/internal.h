@@ -294,6 +294,7 @@ NBM_HIDDEN void     nbm__write_hex(int fd, uintptr_t v);
 
 /* --- arenas and medium blocks (arena.c) ------------------------------------ */
 NBM_HIDDEN void *nbm__block_alloc(unsigned order, uint32_t *hint);  /* a back-end block, NULL = none */
+NBM_HIDDEN void *nbm__block_cached(unsigned order); /* a block of the medium cache, or NULL */
 NBM_HIDDEN void  nbm__block_free(nbm_arena_t *ar, void *p);          /* back to the back-end */
 NBM_HIDDEN void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc); /* fresh: known zero */
 NBM_HIDDEN void  nbm__medium_free(nbm_arena_t *ar, void *p, const char *who);
