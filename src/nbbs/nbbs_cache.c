@@ -377,7 +377,7 @@ static uint64_t harvest(nbbs_cache_t *c, unsigned order)
  * Everything written here is ours alone until the stack names it (nobody
  * else has these addresses): release stores mark the blocks, so a thread
  * that claims one by CAS sees the tree's allocation before it. */
-static void *refill(nbbs_cache_t *c, unsigned order)
+static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned order)
 {
     nbbs_t *b = c->b;
     NBBS_ATOMIC(uint64_t) *s = stack_of(c, order);
@@ -466,14 +466,12 @@ static uint64_t reuse_parts(nbbs_cache_t *c, unsigned order)
     return n;
 }
 
-void *nbbs_cache_alloc(nbbs_cache_t *c, unsigned order)
+/* The top entry was stale or the stack empty: pop further, name the frames
+ * of remembered carved blocks, refill. Out of line, so that the fast path
+ * below stays a few instructions with few registers to save. */
+static __attribute__((__noinline__)) void *alloc_slow(nbbs_cache_t *c, unsigned order, uint64_t n)
 {
-    if (!c)
-        return NULL;
-    if (order >= c->orders)
-        return nbbs_alloc_order(c->b, order);
     NBBS_ATOMIC(uint64_t) *s = stack_of(c, order);
-    uint64_t n = nb_own_load(&c->count[order]);
     for (;;) {
         while (n) {
             uint64_t leaf = nb_own_load(&s[--n]);
@@ -490,12 +488,30 @@ void *nbbs_cache_alloc(nbbs_cache_t *c, unsigned order)
     return refill(c, order);
 }
 
+void *nbbs_cache_alloc(nbbs_cache_t *c, unsigned order)
+{
+    if (!c)
+        return NULL;
+    if (order >= c->orders)
+        return nbbs_alloc_order(c->b, order);
+    uint64_t n = nb_own_load(&c->count[order]);
+    if (n) {
+        uint64_t leaf = nb_own_load(&stack_of(c, order)[n - 1]);
+        if (claim(c->b, leaf, order)) {
+            nb_own_store(&c->count[order], n - 1);
+            return addr_of(c->b, leaf);
+        }
+        n--; /* taken by another thread under pressure, or drained: drop it */
+    }
+    return alloc_slow(c, order, n);
+}
+
 /* The stack of this order is full (n == capacity): give the batch it has
  * held longest (the bottom entries) back and move the rest down. Whole
  * batches, so blocks that were refilled together from one huge block go
  * back together and can coalesce, and frames of one carved block tend to go
  * back together and return it whole. Returns the new count. */
-static uint64_t drain_oldest(nbbs_cache_t *c, unsigned order, uint64_t n)
+static __attribute__((__noinline__)) uint64_t drain_oldest(nbbs_cache_t *c, unsigned order, uint64_t n)
 {
     NBBS_ATOMIC(uint64_t) *s = stack_of(c, order);
     uint64_t k = c->batch;
