@@ -30,7 +30,7 @@
 #define CACHE_MAGIC UINT64_C(0x6e6262732d636331) /* "nbbs-cc1" */
 #define CACHE_MAX_CAPACITY (1u << 20)
 #define CACHE_PARTS 8 /* carved blocks with free frames a cache remembers per order */
-#define CACHE_HARVEST 512 /* carved blocks a refill looks at for free frames, at most */
+#define CACHE_HARVEST 4096 /* carved blocks a refill looks at for free frames, at most (32 Ki leaves) */
 #define CACHE_BACKOFF 8 /* refills that skip carving after the tree had no block for it */
 #define ALIGN_UP(x, a) (((x) + ((size_t)(a) - 1)) & ~((size_t)(a) - 1))
 
@@ -52,6 +52,13 @@ struct nbbs_cache {
     /* Per order: refills left that do not try to carve (the tree had no
      * block of the carve order lately: a failed tree scan is costly). */
     unsigned               backoff[NBBS_CACHE_MAX_ORDERS];
+    /* Per order below the carve order: a drain of this cache left free
+     * frames in carved blocks it could not return whole since a harvest
+     * last came back empty. A refill then harvests before it carves, so the
+     * frames freed into carved blocks are used before new blocks are cut
+     * from the tree (which would break free huge blocks). Owner only. */
+    bool                   stranded[NBBS_CARVE_ORDER];
+    uint64_t               swept[NBBS_CARVE_ORDER]; /* carved blocks the empty harvests since looked at */
     /* Per order: how many entries of its stack are in use. Written by the
      * owner only; read by other threads as a bound of their sweep. */
     NBBS_ATOMIC(uint64_t)  count[NBBS_CACHE_MAX_ORDERS];
@@ -273,6 +280,8 @@ static size_t give_back(nbbs_t *b, nbbs_cache_t *owner, NBBS_ATOMIC(uint64_t) *s
             unsigned m = try_merge(b, g0);
             done += m;
             if (!m && owner) { /* remember it for the next refill, newest first */
+                owner->stranded[order] = true;
+                owner->swept[order] = 0;
                 unsigned *np = &owner->nparts[order];
                 if (*np == CACHE_PARTS) {
                     for (unsigned i2 = 1; i2 < CACHE_PARTS; i2++)
@@ -316,8 +325,11 @@ nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cach
     c->batch = g.batch;
     c->capacity = g.capacity;
     for (unsigned k = 0; k < NBBS_CACHE_MAX_ORDERS; k++) {
-        if (k < NBBS_CARVE_ORDER)
+        if (k < NBBS_CARVE_ORDER) {
             c->nparts[k] = 0;
+            c->stranded[k] = false;
+            c->swept[k] = 0;
+        }
         c->backoff[k] = 0;
         unsigned per = 1u << (NBBS_CARVE_ORDER - (k < NBBS_CARVE_ORDER ? k : 0));
         c->groups[k] = k < g.orders && k < NBBS_CARVE_ORDER && can_carve(b) ? g.batch / per : 0;
@@ -343,7 +355,7 @@ nbbs_t *nbbs_cache_instance(const nbbs_cache_t *c) { return c ? c->b : NULL; }
 /* Name up to batch free frames of this order found in carved blocks, from
  * the context's hint cell on, looking at CACHE_HARVEST blocks at most.
  * Naming takes nothing: the pops' CAS decide. Returns how many. */
-static uint64_t harvest(nbbs_cache_t *c, unsigned order)
+static uint64_t harvest(nbbs_cache_t *c, unsigned order, uint64_t *looked)
 {
     nbbs_t *b = c->b;
     NBBS_ATOMIC(uint64_t) *s = stack_of(c, order);
@@ -353,8 +365,8 @@ static uint64_t harvest(nbbs_cache_t *c, unsigned order)
         return 0;
     NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b);
     uint64_t g = (nb_hint_load(hint) >> NBBS_CARVE_ORDER) % ng;
-    for (uint64_t i = 0; i < ng && i < CACHE_HARVEST && n + CARVE_LEAVES <= c->batch;
-         i++, g = g + 1 < ng ? g + 1 : 0) {
+    uint64_t i = 0;
+    for (; i < ng && i < CACHE_HARVEST && n + CARVE_LEAVES <= c->batch; i++, g = g + 1 < ng ? g + 1 : 0) {
         carve_word_t x;
         x.w = nb_load_u64(carve_word(b, g << NBBS_CARVE_ORDER));
         if (!(x.w & (x.w << 1) & BYTES_HI))
@@ -362,8 +374,11 @@ static uint64_t harvest(nbbs_cache_t *c, unsigned order)
         for (unsigned j = CARVE_LEAVES; j-- > 0;)
             if (x.by[j] == freev)
                 nb_own_store(&s[n++], (g << NBBS_CARVE_ORDER) + j);
-        nb_hint_store(hint, g << NBBS_CARVE_ORDER);
     }
+    /* The next harvest goes on from here: successive ones sweep the arena
+     * like a clock hand, so their cost is paid once per sweep. */
+    nb_hint_store(hint, g << NBBS_CARVE_ORDER);
+    *looked = i;
     return n;
 }
 
@@ -384,6 +399,23 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
     void *first = NULL;
     uint64_t n = 0;
     unsigned groups = c->groups[order];
+    if (groups && c->stranded[order]) {
+        /* Frames this cache's drains left in carved blocks come first,
+         * until harvests have swept the whole arena and found none. */
+        uint64_t looked;
+        uint64_t got = harvest(c, order, &looked);
+        if (got)
+            c->swept[order] = 0;
+        else if ((c->swept[order] += looked) >= (b->nleaves >> NBBS_CARVE_ORDER))
+            c->stranded[order] = false;
+        while (got) {
+            uint64_t leaf = nb_own_load(&s[--got]);
+            if (claim(b, leaf, order)) {
+                nb_own_store(&c->count[order], got);
+                return addr_of(b, leaf);
+            }
+        }
+    }
     if (groups && c->backoff[order]) {
         c->backoff[order]--;
         groups = 0;
@@ -418,7 +450,8 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
     if (!first && c->groups[order]) {
         /* No block to carve: free frames other carved blocks hold (a
          * drain left them there), near this context's hint first. */
-        uint64_t got = harvest(c, order);
+        uint64_t looked;
+        uint64_t got = harvest(c, order, &looked);
         while (got) {
             uint64_t leaf = nb_own_load(&s[--got]);
             if (claim(b, leaf, order)) {
