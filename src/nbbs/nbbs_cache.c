@@ -324,13 +324,19 @@ nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cach
     c->orders = g.orders;
     c->batch = g.batch;
     c->capacity = g.capacity;
+    /* The owner's plain fields are zeroed through volatile pointers: a loop
+     * of plain zero stores may become a call to memset, which the
+     * freestanding core must not need (scripts/test.d/10-freestanding.sh). */
+    volatile unsigned *backoff = c->backoff, *nparts = c->nparts;
+    volatile uint64_t *swept = c->swept;
+    volatile bool *stranded = c->stranded;
     for (unsigned k = 0; k < NBBS_CACHE_MAX_ORDERS; k++) {
         if (k < NBBS_CARVE_ORDER) {
-            c->nparts[k] = 0;
-            c->stranded[k] = false;
-            c->swept[k] = 0;
+            nparts[k] = 0;
+            stranded[k] = false;
+            swept[k] = 0;
         }
-        c->backoff[k] = 0;
+        backoff[k] = 0;
         unsigned per = 1u << (NBBS_CARVE_ORDER - (k < NBBS_CARVE_ORDER ? k : 0));
         c->groups[k] = k < g.orders && k < NBBS_CARVE_ORDER && can_carve(b) ? g.batch / per : 0;
     }
