@@ -220,8 +220,8 @@ typedef struct nbm_options {
     bool     verbose;         /* NBM_VERBOSE */
     int      stats_fd;        /* stderr duplicated at start-up: programs such as
                                  sort(1) close fd 2 before exit */
-    uint64_t purge_delay_ns;  /* NBM_PURGE_DELAY_MS */
-    uint64_t cache_max;       /* NBM_MEDIUM_CACHE_MB, bytes */
+    uint64_t purge_delay_ns;  /* NBM_PURGE_DELAY_MS: the policy's window (decay.c) */
+    uint64_t cache_max;       /* NBM_MEDIUM_CACHE_MB, bytes; UINT64_MAX = no fixed cap */
     uint64_t limit;           /* NBM_LIMIT_MB, bytes; 0 = none */
 } nbm_options_t;
 
@@ -239,6 +239,37 @@ typedef struct nbm_gstats {
     _Atomic uint64_t purged, huge_live, huge_bytes, threads, refills, drains, lost;
 } nbm_gstats_t;
 NBM_HIDDEN extern nbm_gstats_t nbm__gstats;
+
+/* --- the memory policy (decay.c) --------------------------------------------- */
+/* How much of one kind of freed memory is kept: enough for the peak of the
+ * bytes in use over the last window (NBM_PURGE_DELAY_MS), the rest returned
+ * about half per epoch (window / NBM_DECAY_SLOTS), oldest first. The owner
+ * keeps the free ranges; the policy counts and decides. Zero-initialised. */
+#define NBM_DECAY_SLOTS 4
+typedef struct nbm_decay {
+    _Alignas(NBM_CACHE_LINE) _Atomic uint64_t live; /* bytes in use */
+    _Atomic uint64_t held;                          /* bytes freed and kept by the owner */
+    _Atomic uint64_t epoch;                         /* epoch of the ring's newest slot */
+    _Atomic uint64_t peak[NBM_DECAY_SLOTS];         /* highest live per epoch (ring) */
+} nbm_decay_t;
+
+/* `bytes` came into use (taken from the owner's held ranges or new). */
+NBM_HIDDEN void   nbm__decay_take(nbm_decay_t *d, size_t bytes, uint64_t now);
+/* `bytes` left use; true if the range may be kept (false: NBM_PURGE_DELAY_MS=0,
+ * return it now). */
+NBM_HIDDEN bool   nbm__decay_give(nbm_decay_t *d, size_t bytes, uint64_t now);
+/* The owner's held bytes grew (a range kept) or shrank (reused or returned). */
+NBM_HIDDEN void   nbm__decay_hold(nbm_decay_t *d, size_t bytes);
+NBM_HIDDEN void   nbm__decay_unhold(nbm_decay_t *d, size_t bytes);
+/* Peak bytes in use over the window. */
+NBM_HIDDEN uint64_t nbm__decay_peak(nbm_decay_t *d, uint64_t now);
+/* Held bytes beyond what the window's peak needs. A sweep returns oldest
+ * ranges while it has returned less than half of it (rounded up) and the next
+ * range still fits in it. */
+NBM_HIDDEN size_t nbm__decay_excess(nbm_decay_t *d, uint64_t now);
+/* True for one caller per epoch of `*clock` (the caller's own sweep clock):
+ * that caller sweeps. */
+NBM_HIDDEN bool   nbm__decay_due(_Atomic uint64_t *clock, uint64_t now);
 
 /* --- OS layer (os.c) -------------------------------------------------------- */
 NBM_HIDDEN void    *nbm__os_reserve_aligned(size_t size, size_t align); /* RW, NULL = ENOMEM */
