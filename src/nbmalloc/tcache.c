@@ -151,7 +151,17 @@ static void tcache_exit(void *v)
  * by whoever holds its bump range). */
 static void carve(nbm_bin_t *bin, const nbm_class_t *c)
 {
+    /* Up to a batch, but no further than the page the range starts in (at
+     * least one object): carving writes every object's tags, so a whole
+     * batch touched 16-64 KiB per class at once, most of a small program's
+     * memory. Pages are now touched as objects are needed. */
+    uintptr_t page_end = ((uintptr_t)bin->bump | (NBM_PAGE - 1)) + 1;
     size_t avail = (size_t)(bin->bump_end - bin->bump) / c->size;
+    size_t in_page = (size_t)(page_end - (uintptr_t)bin->bump) / c->size;
+    if (in_page == 0)
+        in_page = 1;
+    if (avail > in_page)
+        avail = in_page;
     uint32_t n = avail < c->batch ? (uint32_t)avail : c->batch;
     char *first = bin->bump;
     uintptr_t chunk = (uintptr_t)first & ~(uintptr_t)c->chunk_mask;
