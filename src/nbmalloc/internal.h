@@ -277,6 +277,7 @@ NBM_HIDDEN void    *nbm__os_map(size_t size);                           /* RW, N
 NBM_HIDDEN bool     nbm__os_map_at(void *p, size_t size);               /* RW at p exactly */
 NBM_HIDDEN void     nbm__os_unmap(void *p, size_t size);
 NBM_HIDDEN void     nbm__os_purge(void *p, size_t size);                 /* MADV_DONTNEED */
+NBM_HIDDEN bool     nbm__os_remap(void *p, size_t old, size_t size, void *to); /* mremap; to NULL: in place */
 NBM_HIDDEN uint64_t nbm__os_now_ns(void);                               /* coarse monotonic */
 NBM_HIDDEN size_t   nbm__os_peak_rss(void);
 NBM_HIDDEN _Noreturn void nbm__fatal(const char *what, const void *p);
@@ -302,6 +303,9 @@ NBM_HIDDEN bool nbm__tc_release_medium(void);
 NBM_HIDDEN void  *nbm__huge_alloc(size_t size, size_t align);
 NBM_HIDDEN void   nbm__huge_free(uintptr_t owner, void *p, const char *who);
 NBM_HIDDEN size_t nbm__huge_size(uintptr_t owner, const void *p, const char *who, const char *freed);
+/* realloc of a live huge mapping to n bytes by mremap (pages move, no copy);
+ * NULL when it cannot (the caller copies instead). */
+NBM_HIDDEN void  *nbm__huge_realloc(uintptr_t owner, void *p, size_t n);
 NBM_HIDDEN bool   nbm__map_claim(uintptr_t slot, uintptr_t value); /* false: slot busy */
 /* Bytes of arenas and huge mappings reserved, against NBM_LIMIT_MB: take
  * before reserving (false: over the limit), give back after unmapping. */

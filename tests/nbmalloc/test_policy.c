@@ -9,13 +9,21 @@
  *       64 KiB blocks: the cache and the resident set fall by most of the
  *       128 MiB within a bounded number of epochs (the bound is generous: it
  *       checks that memory goes back, not how fast).
+ *     remap: realloc of huge mappings grows in place, moves (mremap, the
+ *       new pointer aligned to 1 GiB) when the next range is taken, shrinks
+ *       in place, keeps the bytes every time; a medium block grows into a
+ *       huge one.
  *   nbm_test_policy nocache  (run with NBM_MEDIUM_CACHE_MB=0 or
  *                             NBM_PURGE_DELAY_MS=0)
  *     a freed medium block is purged at once and nothing is cached.
+ *   nbm_test_policy limit    (run with NBM_LIMIT_MB=256)
+ *     a huge realloc beyond the limit fails with ENOMEM, the block intact.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -133,6 +141,66 @@ static void test_shrink(void)
     CHECK(rss_bytes() + 96 * MIB <= high);
 }
 
+static size_t huge_bytes(void)
+{
+    nbm_stats_t s;
+    nbm_get_stats(&s);
+    return s.huge_bytes;
+}
+
+static void test_remap(void)
+{
+    size_t a = 100 * MIB, b = 300 * MIB, c = 80 * MIB;
+    char *p = nbm_malloc(a);
+    CHECK(p != NULL);
+    p[0] = 11, p[a - 1] = 12;
+    size_t h0 = huge_bytes();
+    /* growth: in place if the range after is free, else moved */
+    char *q = nbm_realloc(p, b);
+    CHECK(q != NULL && q[0] == 11 && q[a - 1] == 12);
+    CHECK(((uintptr_t)q & ((1u << 30) - 1)) == 0);
+    CHECK(nbm_usable_size(q) >= b);
+    CHECK_EQ(huge_bytes() - h0, b - a);
+    q[b - 1] = 13;
+    /* shrink: in place */
+    char *r = nbm_realloc(q, c);
+    CHECK(r == q && r[0] == 11 && r[c - 1] == 0);
+    CHECK_EQ(huge_bytes() + a, h0 + c);
+    /* a growth that cannot stay: the page after is someone else's */
+    char *block = mmap(r + c, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    CHECK(block == r + c);
+    char *m = nbm_realloc(r, a);
+    CHECK(m != NULL && m != r && m[0] == 11 && m[c - 1] == 0);
+    CHECK(((uintptr_t)m & ((1u << 30) - 1)) == 0);
+    CHECK(nbm_usable_size(m) >= a);
+    m[a - 1] = 14;
+    if (block != MAP_FAILED)
+        munmap(block, 4096);
+    nbm_free(m);
+    CHECK_EQ(huge_bytes() + a, h0);
+    /* a medium block growing into a huge one keeps its bytes */
+    char *d = nbm_malloc(48 * MIB);
+    CHECK(d != NULL);
+    memset(d, 7, 48 * MIB);
+    char *e = nbm_realloc(d, 100 * MIB);
+    CHECK(e != NULL && e[0] == 7 && e[48 * MIB - 1] == 7);
+    nbm_free(e);
+}
+
+static void test_limit(void)
+{
+    char *p = nbm_malloc(100 * MIB);
+    CHECK(p != NULL);
+    p[0] = 5;
+    errno = 0;
+    CHECK(nbm_realloc(p, 300 * MIB) == NULL);
+    CHECK_EQ(errno, ENOMEM);
+    CHECK(p[0] == 5 && nbm_usable_size(p) >= 100 * MIB);
+    char *q = nbm_realloc(p, 150 * MIB); /* within the limit: still fine */
+    CHECK(q != NULL && q[0] == 5);
+    nbm_free(q);
+}
+
 static void test_nocache(void)
 {
     size_t p0 = purged();
@@ -150,10 +218,13 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "policy")) {
         test_steady();
         test_shrink();
+        test_remap();
+    } else if (!strcmp(mode, "limit")) {
+        test_limit();
     } else if (!strcmp(mode, "nocache")) {
         test_nocache();
     } else {
-        fprintf(stderr, "usage: nbm_test_policy policy|nocache\n");
+        fprintf(stderr, "usage: nbm_test_policy policy|nocache|limit\n");
         return 2;
     }
     TEST_MAIN_END();
