@@ -24,6 +24,19 @@ NBM_OVERRIDE void *valloc(size_t n) { return nbm_valloc(n); }
 NBM_OVERRIDE void *pvalloc(size_t n) { return nbm_pvalloc(n); }
 NBM_OVERRIDE size_t malloc_usable_size(void *p) { return nbm_usable_size(p); }
 
+/* glibc's malloc_trim returns memory to the OS; here it is nbm_purge
+ * (everything cached goes back at once, `pad` is not needed: nothing is kept
+ * at the top of a heap). 1 if anything was returned, as glibc says. */
+NBM_OVERRIDE int malloc_trim(size_t pad)
+{
+    (void)pad;
+    nbm_stats_t before, after;
+    nbm_get_stats(&before);
+    nbm_purge();
+    nbm_get_stats(&after);
+    return after.purged_bytes != before.purged_bytes;
+}
+
 /* glibc's memalign accepts any alignment, rounding a non-power of two up. */
 NBM_OVERRIDE void *memalign(size_t align, size_t n)
 {
