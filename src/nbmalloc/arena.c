@@ -326,7 +326,7 @@ static unsigned order_for(size_t n)
     return 64u - (unsigned)__builtin_clzll((n - 1) >> NBM_PAGE_SHIFT);
 }
 
-#define NBM_REUSE_UP_MIN 8 /* orders of 1 MiB and up may reuse a larger cached block */
+#define NBM_REUSE_UP_MIN 2 /* requests of 16 KiB and up may reuse a larger cached block */
 
 /* Once per epoch, one caller sweeps the caches by the policy. */
 static void maybe_sweep(uint64_t now)
@@ -349,7 +349,7 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh)
         *fresh = false;
     } else {
         uint32_t d = nbm__stack_pop(&decay[order], &nbm__desc_pool);
-        /* A large request takes a cached block up to two orders larger
+        /* A request takes a cached block up to two orders larger
          * before new memory: its pages are already there, and orders of one
          * working set would otherwise each keep their own peak's worth. */
         for (unsigned up = 1; !d && order >= NBM_REUSE_UP_MIN && up <= 2 && order + up <= NBM_MAX_ORDER; up++)
