@@ -99,7 +99,7 @@ typedef struct nbm_desc {
     _Atomic uint32_t next;  /* stack link (index, 0 = none) */
     uint32_t count;         /* batch: objects in list; decay: order */
     void    *list;          /* batch: first object; decay: the block */
-    char    *bump;          /* batch: uncarved range start; decay: free time (ns) */
+    char    *bump;          /* batch: uncarved range start; decay: unused */
     char    *bump_end;
 } nbm_desc_t;
 
