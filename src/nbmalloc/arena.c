@@ -460,6 +460,8 @@ void nbm__medium_release(void *p, unsigned order)
         ds->count = order;
         ds->bump = NULL;
         nbm_stat_add(&nbm__gstats.medium_cached, size);
+        /* Counted before it can be popped: a pop's unhold never runs first
+         * (held would wrap, and a sweep reading it would return everything). */
         nbm__decay_hold(&policy[order], size);
         nbm__stack_push(&decay[order], &nbm__desc_pool, d, d);
     }
