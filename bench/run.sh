@@ -10,7 +10,9 @@
 #      95%, 5 runs each) and the counting build's atomic operations per op;
 #   4. the front-end comparison: nbbs-bench's malloc allocator under glibc
 #      and each LD_PRELOADed malloc, on every workload that declares a
-#      front-end run (one process per malloc and workload), plus
+#      front-end run (one process per malloc and workload; the workload's
+#      own thread counts and runs, else 1,2,4 and 5), the memory-return
+#      experiment (bench/memreturn under each malloc), plus
 #      bench/lockfree_list;
 #   5. bench/plot.py: PNGs in the results directory and the report.
 #
@@ -51,7 +53,7 @@ while [ $# -gt 0 ]; do
     --build) BUILD=$2; shift 2 ;;
     --main-only) MAIN_ONLY=1; shift ;;
     --no-deps) NO_DEPS=1; shift ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -69,7 +71,7 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 cmake --build "$BUILD" --target nbbs-bench nbbs-bench-count
 # Other engineers' programs the comparison uses; absent or broken is not fatal.
-cmake --build "$BUILD" --target lockfree_list
+cmake --build "$BUILD" --target lockfree_list memreturn
 for t in nbmalloc; do
   if ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q "^$t:"; then
     cmake --build "$BUILD" --target "$t" > "$BUILD/bench-$t.log" 2>&1 \
@@ -86,7 +88,8 @@ rm -f "$OUT"/main-"$SCALE".json
 PY=.venv/bin/python
 [ -x "$PY" ] || PY=python3
 if [ "$MAIN_ONLY" != 1 ]; then
-  rm -f "$OUT"/backend-*.json "$OUT"/count.json "$OUT"/frontend-*.json "$OUT"/lockfree_list.txt "$OUT"/notes.txt
+  rm -f "$OUT"/backend-*.json "$OUT"/count.json "$OUT"/frontend-*.json "$OUT"/memreturn-*.json \
+    "$OUT"/lockfree_list.txt "$OUT"/notes.txt
 fi
 note() { echo "$*" | tee -a "$OUT/notes.txt"; }
 t0=$(date +%s)
@@ -115,17 +118,21 @@ if [ "$MAIN_ONLY" != 1 ]; then
 
   # --- front-end comparison -------------------------------------------------
   echo "== front-end comparison: each malloc in its own process"
-  # One line per workload in the comparison: name, its flags, its quick-scale flags.
+  # One line per workload in the comparison: name, its flags, its quick-scale
+  # flags, its thread counts (its own list, else 1,2,4) and runs (its own
+  # count, else 5).
   FE_LIST=$("$PY" -c 'import json, sys
 for w in json.load(open(sys.argv[1]))["workloads"]:
     if w["malloc_ok"] and w["frontend"] is not None:
-        print(w["name"], w["frontend"] or "-", w["frontend_quick"] or "-", sep="\t")' "$OUT/workloads.json")
+        print(w["name"], w["frontend"] or "-", w["frontend_quick"] or "-", w["threads"] or "1,2,4",
+              w["repeat"] or 5, sep="\t")' "$OUT/workloads.json")
   LIBDIR=/usr/lib/x86_64-linux-gnu
   mimalloc=$( (dpkg -L libmimalloc2.0 2>/dev/null || true) | grep -E '/libmimalloc\.so\.2$' | head -1)
   [ -n "$mimalloc" ] || mimalloc=$LIBDIR/libmimalloc.so.2
   nbmalloc=$(find "$BUILD" -path '*src/nbmalloc/*' -name libnbmalloc.so 2>/dev/null | head -1)
-  for pair in "glibc:" "jemalloc:$LIBDIR/libjemalloc.so.2" "mimalloc:$mimalloc" \
-              "tcmalloc:$LIBDIR/libtcmalloc_minimal.so.4" "nbmalloc:$nbmalloc"; do
+  FE_MALLOCS=("glibc:" "jemalloc:$LIBDIR/libjemalloc.so.2" "mimalloc:$mimalloc"
+              "tcmalloc:$LIBDIR/libtcmalloc_minimal.so.4" "nbmalloc:$nbmalloc")
+  for pair in "${FE_MALLOCS[@]}"; do
     label=${pair%%:*}
     lib=${pair#*:}
     if [ "$label" != glibc ] && [ ! -f "$lib" ]; then
@@ -136,19 +143,46 @@ for w in json.load(open(sys.argv[1]))["workloads"]:
     # malloc is 10-100x faster than the back-ends: more work per run than the
     # main suite's quick scale, so a run lasts tens of milliseconds, not one.
     part=0
-    while IFS=$'\t' read -r wl fe feq; do
+    while IFS=$'\t' read -r wl fe feq fet fer; do
       part=$((part + 1))
       extra="--workload $wl"
       [ "$fe" = - ] || extra="$extra $fe"
       [ "$SCALE" != quick ] || [ "$feq" = - ] || extra="$extra $feq"
+      [ "$SCALE" != smoke ] || fer=1
+      tp=$(date +%s)
       # shellcheck disable=SC2086 # $extra is a list of flags
-      if ! env ${lib:+LD_PRELOAD=$lib} "$BENCH" --allocator malloc $extra --threads 1,2,4 \
-           --repeat "$REPEAT5" --scale "$SCALE" --label "$label" --quiet --json "$OUT/frontend-$label-$part.json"; then
+      if ! env ${lib:+LD_PRELOAD=$lib} "$BENCH" --allocator malloc $extra --threads "$fet" \
+           --repeat "$fer" --scale "$SCALE" --label "$label" --quiet --json "$OUT/frontend-$label-$part.json"; then
         note "front-end: $label run FAILED ($extra), those results are left out"
         rm -f "$OUT/frontend-$label-$part.json"
       fi
+      echo "   $wl: $(( $(date +%s) - tp )) s"
     done <<< "$FE_LIST"
   done
+  # The memory-return experiment: bench/memreturn under each malloc (1 GiB
+  # of 64-byte objects freed, then RSS sampled while running, after
+  # malloc_trim and idle).
+  mr="$BUILD/bench/memreturn"
+  case "$SCALE" in
+    smoke) mr_args="--mib 16 --run-s 0.3 --trim-s 0.1 --idle-s 0.2" ;;
+    quick) mr_args="--mib 1024 --run-s 3 --trim-s 1 --idle-s 2" ;;
+    paper) mr_args="--mib 1024 --run-s 6 --trim-s 2 --idle-s 6" ;;
+  esac
+  if [ -x "$mr" ]; then
+    echo "-- memory return ($mr_args)"
+    tp=$(date +%s)
+    for pair in "${FE_MALLOCS[@]}"; do
+      label=${pair%%:*}
+      lib=${pair#*:}
+      [ "$label" = glibc ] || [ -f "$lib" ] || continue
+      # shellcheck disable=SC2086 # $mr_args is a list of flags
+      env ${lib:+LD_PRELOAD=$lib} "$mr" $mr_args --label "$label" --json "$OUT/memreturn-$label.json" \
+        || { note "memreturn: $label run FAILED, left out"; rm -f "$OUT/memreturn-$label.json"; }
+    done
+    echo "   memreturn: $(( $(date +%s) - tp )) s"
+  else
+    note "memreturn: $mr not built, skipped"
+  fi
   lfl="$BUILD/bench/lockfree_list"
   if [ -x "$lfl" ]; then
     secs=0.5
