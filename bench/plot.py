@@ -869,7 +869,7 @@ def memreturn_section(outdir, lines, plots):
     for i, d in enumerate(docs):
         s = d["samples"]
         ax.plot([x[0] for x in s], [x[2] / 1024 for x in s], label=d["label"], color=colors[i % len(colors)],
-                lw=1.6, marker="o", ms=2)
+                lw=1.6, marker="o", ms=2, drawstyle="steps-post")
         for (t, ph, _), prev in zip(s[1:], s[:-1]):
             if ph != prev[1]:
                 bounds.setdefault(ph, []).append(t)

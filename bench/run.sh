@@ -27,6 +27,8 @@
 #   --report F | BENCH_REPORT        report file (default REPORT.md)
 #   --build DIR | BENCH_BUILD        build directory (default build/release)
 #   --main-only | BENCH_MAIN_ONLY=1  skip targets, counting and front-end
+#   --frontend-only | BENCH_FRONTEND_ONLY=1  only the front-end comparison
+#                                    (the main suite's earlier results stay)
 #   --no-deps | BENCH_NO_DEPS=1      do not run scripts/deps.sh
 # A paper-scale run of three workloads, kept apart from the quick results:
 #   bash bench/run.sh --scale paper --workload linux-scalability,thread-test,constant-occupancy --main-only
@@ -41,6 +43,7 @@ OUT=${BENCH_OUT:-bench/results}
 REPORT=${BENCH_REPORT:-REPORT.md}
 BUILD=${BENCH_BUILD:-build/release}
 MAIN_ONLY=${BENCH_MAIN_ONLY:-0}
+FRONTEND_ONLY=${BENCH_FRONTEND_ONLY:-0}
 NO_DEPS=${BENCH_NO_DEPS:-0}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -52,12 +55,16 @@ while [ $# -gt 0 ]; do
     --report) REPORT=$2; shift 2 ;;
     --build) BUILD=$2; shift 2 ;;
     --main-only) MAIN_ONLY=1; shift ;;
+    --frontend-only) FRONTEND_ONLY=1; shift ;;
     --no-deps) NO_DEPS=1; shift ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 case "$SCALE" in smoke|quick|paper) ;; *) echo "run.sh: --scale must be smoke, quick or paper" >&2; exit 2 ;; esac
+if [ "$MAIN_ONLY" = 1 ] && [ "$FRONTEND_ONLY" = 1 ]; then
+  echo "run.sh: --main-only and --frontend-only exclude each other" >&2; exit 2
+fi
 # The targets and the front-end use 5 runs, except in the seconds-long smoke.
 REPEAT5=5
 [ "$SCALE" = smoke ] && REPEAT5=1
@@ -82,14 +89,14 @@ BENCH="$BUILD/bench/nbbs-bench"
 COUNT="$BUILD/bench/nbbs-bench-count"
 
 mkdir -p "$OUT"
-rm -f "$OUT"/main-"$SCALE".json
+[ "$FRONTEND_ONLY" = 1 ] || rm -f "$OUT"/main-"$SCALE".json
 # What the suite holds, for this script and for plot.py.
 "$BENCH" --list --json > "$OUT/workloads.json"
 PY=.venv/bin/python
 [ -x "$PY" ] || PY=python3
 if [ "$MAIN_ONLY" != 1 ]; then
-  rm -f "$OUT"/backend-*.json "$OUT"/count.json "$OUT"/frontend-*.json "$OUT"/memreturn-*.json \
-    "$OUT"/lockfree_list.txt "$OUT"/notes.txt
+  [ "$FRONTEND_ONLY" = 1 ] || rm -f "$OUT"/backend-*.json "$OUT"/count.json
+  rm -f "$OUT"/frontend-*.json "$OUT"/memreturn-*.json "$OUT"/lockfree_list.txt "$OUT"/notes.txt
 fi
 note() { echo "$*" | tee -a "$OUT/notes.txt"; }
 t0=$(date +%s)
@@ -99,11 +106,13 @@ git diff --quiet HEAD -- src include 2>/dev/null || src="$src plus uncommitted c
 echo "scale $SCALE: library source $src, built in $BUILD, $(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$OUT/source-$SCALE.txt"
 
 # --- main suite ------------------------------------------------------------
-echo "== main suite: scale $SCALE, threads ${THREADS:-1,2,4,8 or each workload own list}, ${REPEAT:-3 or each workload own count} runs each"
-"$BENCH" --scale "$SCALE" --workload "$WORKLOADS" ${THREADS:+--threads "$THREADS"} ${REPEAT:+--repeat "$REPEAT"} \
-  --json "$OUT/main-$SCALE.json"
+if [ "$FRONTEND_ONLY" != 1 ]; then
+  echo "== main suite: scale $SCALE, threads ${THREADS:-1,2,4,8 or each workload own list}, ${REPEAT:-3 or each workload own count} runs each"
+  "$BENCH" --scale "$SCALE" --workload "$WORKLOADS" ${THREADS:+--threads "$THREADS"} ${REPEAT:+--repeat "$REPEAT"} \
+    --json "$OUT/main-$SCALE.json"
+fi
 
-if [ "$MAIN_ONLY" != 1 ]; then
+if [ "$MAIN_ONLY" != 1 ] && [ "$FRONTEND_ONLY" != 1 ]; then
   # --- back-end targets ----------------------------------------------------
   echo "== back-end targets ($REPEAT5 runs each)"
   "$BENCH" --scale "$SCALE" --workload cached --order 0,9 --threads 1,2,8 --repeat "$REPEAT5" \
@@ -115,7 +124,9 @@ if [ "$MAIN_ONLY" != 1 ]; then
   echo "== counting build: atomic operations per operation"
   "$COUNT" --scale "$SCALE" --workload cached,linux-scalability,thread-test,constant-occupancy,larson \
     --allocator nbbs-tree,nbbs-bunch --threads "${THREADS:-1,2,4,8}" --repeat 1 --quiet --json "$OUT/count.json"
+fi
 
+if [ "$MAIN_ONLY" != 1 ]; then
   # --- front-end comparison -------------------------------------------------
   echo "== front-end comparison: each malloc in its own process"
   # One line per workload in the comparison: name, its flags, its quick-scale
@@ -165,7 +176,7 @@ for w in json.load(open(sys.argv[1]))["workloads"]:
   mr="$BUILD/bench/memreturn"
   case "$SCALE" in
     smoke) mr_args="--mib 16 --run-s 0.3 --trim-s 0.1 --idle-s 0.2" ;;
-    quick) mr_args="--mib 1024 --run-s 3 --trim-s 1 --idle-s 2" ;;
+    quick) mr_args="--mib 1024 --run-s 2.5 --trim-s 0.5 --idle-s 1.5" ;;
     paper) mr_args="--mib 1024 --run-s 6 --trim-s 2 --idle-s 6" ;;
   esac
   if [ -x "$mr" ]; then

@@ -50,7 +50,7 @@ static uint64_t share(const bench_thread_t *t, uint64_t total)
 
 static void lb_scale(bench_params_t *p, bench_scale_t s)
 {
-    static const uint64_t iters[] = { 8, 100, 4000 };
+    static const uint64_t iters[] = { 8, 60, 4000 };
     p->ops = iters[s];
 }
 
@@ -91,10 +91,10 @@ static void lb_thread(bench_thread_t *t)
 
 const bench_workload_t bench_wl_large_blocks = {
     .name = "large-blocks", .source = "issue 13 (an external suite's repeated large blocks)",
-    .help = "blocks of 5..25 MiB, every page written, 10 live (paper 20) split over the threads; replace a random one, ops times (quick 100, front-end 400, paper 4000)",
+    .help = "blocks of 5..25 MiB, every page written, 10 live (paper 20) split over the threads; replace a random one, ops times (quick 60, front-end 120, paper 4000)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_NONE, .malloc_ok = 1, .malloc_only = 1, .metric = "time_s",
-    .threads = "1,2", .repeat = 3, .scale = lb_scale, .thread = lb_thread,
-    .group = "frontend", .frontend = "", .frontend_quick = "--ops 400",
+    .threads = "1", .repeat = 3, .scale = lb_scale, .thread = lb_thread,
+    .group = "frontend", .frontend = "", .frontend_quick = "--ops 120",
 };
 BENCH_WORKLOAD(bench_wl_large_blocks);
 
@@ -238,7 +238,7 @@ const bench_workload_t bench_wl_phase_change = {
     .name = "phase-change", .source = "issue 13 (small-object memory that never comes back)",
     .help = "N MiB of 64 B objects allocated and freed, then N MiB of 256 KiB blocks (every page written) allocated and freed, split over the threads; --ops is N (quick 64, front-end 256, paper 1024)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_NONE, .malloc_ok = 1, .malloc_only = 1, .metric = "time_s",
-    .threads = "1,2", .repeat = 3, .scale = ph_scale, .thread = ph_thread,
+    .threads = "1", .repeat = 3, .scale = ph_scale, .thread = ph_thread,
     .group = "frontend", .frontend = "", .frontend_quick = "--ops 256",
 };
 BENCH_WORKLOAD(bench_wl_phase_change);
@@ -287,10 +287,10 @@ static void sh_thread(bench_thread_t *t)
 
 const bench_workload_t bench_wl_short_threads = {
     .name = "short-threads", .source = "issue 13 (heaps of exited threads)",
-    .help = "each of T threads starts ops/T short threads one after another; each allocates 100 blocks of 16..2048 B, frees them and exits (quick 500, front-end 4000, paper 20000 threads)",
+    .help = "each of T threads starts ops/T short threads one after another; each allocates 100 blocks of 16..2048 B, frees them and exits (quick 500, front-end 2000, paper 20000 threads)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_NONE, .malloc_ok = 1, .malloc_only = 1, .metric = "time_s",
     .threads = "1,2,4", .repeat = 3, .scale = sh_scale, .thread = sh_thread,
-    .group = "frontend", .frontend = "", .frontend_quick = "--ops 4000",
+    .group = "frontend", .frontend = "", .frontend_quick = "--ops 2000",
 };
 BENCH_WORKLOAD(bench_wl_short_threads);
 
@@ -383,10 +383,10 @@ static void rf_thread(bench_thread_t *t)
 
 const bench_workload_t bench_wl_remote_free = {
     .name = "remote-free", .source = "issue 13 (cross-thread frees)",
-    .help = "threads in a ring: each allocates batches of 64 blocks of 16..1024 B and hands each batch to the next thread, which frees it: every free is remote (quick 200k, front-end 2M, paper 20M blocks)",
+    .help = "threads in a ring: each allocates batches of 64 blocks of 16..1024 B and hands each batch to the next thread, which frees it: every free is remote (quick 200k, front-end 1M, paper 20M blocks)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_NONE, .malloc_ok = 1, .malloc_only = 1, .metric = "time_s",
     .threads = "2,4,8", .min_threads = 2, .repeat = 3, .scale = rf_scale, .setup = rf_setup,
     .teardown = rf_teardown, .thread = rf_thread,
-    .group = "frontend", .frontend = "", .frontend_quick = "--ops 2000000",
+    .group = "frontend", .frontend = "", .frontend_quick = "--ops 1000000",
 };
 BENCH_WORKLOAD(bench_wl_remote_free);
