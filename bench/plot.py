@@ -876,7 +876,8 @@ def memreturn_section(outdir, lines, plots):
     for ph, ts in bounds.items():
         t = statistics.median(ts)
         ax.axvline(t, color="k", ls=":", lw=1)
-        ax.text(t, ax.get_ylim()[1] * 0.97, " malloc_trim" if ph == "trim" else f" {ph}", va="top", fontsize=8)
+        ax.text(t, ax.get_ylim()[1] * 0.5, "malloc_trim " if ph == "trim" else f"{ph} ", rotation=90,
+                ha="right", va="center", fontsize=8)
     ax.axhline(below, color="tab:red", ls="--", lw=1)
     ax.set_xlabel("seconds after the last free")
     ax.set_ylabel("resident set (MiB)")
