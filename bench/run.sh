@@ -175,7 +175,7 @@ for w in json.load(open(sys.argv[1]))["workloads"]:
   # malloc_trim and idle).
   mr="$BUILD/bench/memreturn"
   case "$SCALE" in
-    smoke) mr_args="--mib 16 --run-s 0.3 --trim-s 0.1 --idle-s 0.2" ;;
+    smoke) mr_args="--mib 16 --run-s 0.2 --trim-s 0.1 --idle-s 0.1" ;;
     quick) mr_args="--mib 1024 --run-s 2.5 --trim-s 0.5 --idle-s 1.5" ;;
     paper) mr_args="--mib 1024 --run-s 6 --trim-s 2 --idle-s 6" ;;
   esac

@@ -50,16 +50,16 @@ static uint64_t share(const bench_thread_t *t, uint64_t total)
 
 static void lb_scale(bench_params_t *p, bench_scale_t s)
 {
-    static const uint64_t iters[] = { 8, 60, 4000 };
+    static const uint64_t iters[] = { 4, 60, 4000 };
     p->ops = iters[s];
 }
 
 /* Live blocks of the whole run: 20 at paper scale (about 300 MiB live), 10
- * at quick (about 150 MiB: still far above a fixed 64 MiB cache), 4 at
+ * at quick (about 150 MiB: still far above a fixed 64 MiB cache), 2 at
  * smoke. */
 static unsigned lb_live(const bench_params_t *p)
 {
-    static const unsigned live[] = { 4, 10, 20 };
+    static const unsigned live[] = { 2, 10, 20 };
     return live[p->scale];
 }
 
