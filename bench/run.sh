@@ -57,7 +57,7 @@ while [ $# -gt 0 ]; do
     --main-only) MAIN_ONLY=1; shift ;;
     --frontend-only) FRONTEND_ONLY=1; shift ;;
     --no-deps) NO_DEPS=1; shift ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
