@@ -84,16 +84,16 @@ NBM_EXPORT size_t nbm_usable_size(const void *p);
 typedef struct nbm_stats {
     size_t arenas;          /* back-end arenas reserved */
     size_t arena_bytes;     /* virtual bytes they span */
-    size_t chunks;          /* back-end blocks carved into small objects */
-    size_t chunk_bytes;     /* bytes in those blocks */
+    size_t chunks;          /* pages: back-end blocks carved into small objects */
+    size_t chunk_bytes;     /* bytes in those pages */
     size_t medium_live;     /* medium blocks handed out and not freed */
     size_t medium_cached;   /* bytes of freed medium blocks kept for reuse */
     size_t purged_bytes;    /* bytes given back to the OS with madvise, total */
     size_t huge_live;       /* huge mappings live */
     size_t huge_bytes;      /* bytes in them */
-    size_t threads;         /* thread caches created, total */
-    size_t refills;         /* batches taken from the shared stacks */
-    size_t drains;          /* batches given to the shared stacks */
+    size_t threads;         /* thread heaps taken (new or adopted), total */
+    size_t refills;         /* pages taken by heaps */
+    size_t drains;          /* empty pages given back by heaps */
     size_t peak_rss;        /* peak resident set of the process, bytes */
 } nbm_stats_t;
 
@@ -108,11 +108,15 @@ NBM_EXPORT void nbm_stats_print(int fd);
  * Maintenance
  * ------------------------------------------------------------------------ */
 
-/* Gives every cached free medium block back to the back-end now, returning
- * its pages to the OS (normally done after NBM_PURGE_DELAY_MS). */
+/* Returns free memory to the OS now (also malloc_trim under the preload):
+ * the calling thread's and exited threads' heaps take their pages' remote
+ * frees and give every empty page back, and every cached free medium block
+ * goes back (normally done after NBM_PURGE_DELAY_MS). */
 NBM_EXPORT void nbm_purge(void);
-/* Returns the calling thread's cache to the shared stacks, as thread exit
- * does; the thread may keep allocating afterwards. */
+/* Sweeps the calling thread's heap: its pages take their remote frees, and
+ * empty pages leave it (up to 8 stay with the thread as spares for its next
+ * pages of any class; nbm_purge and thread exit return those too). The
+ * thread may keep allocating afterwards. */
 NBM_EXPORT void nbm_thread_flush(void);
 
 #ifdef __cplusplus

@@ -25,7 +25,7 @@ same sort -k2,2n -k1,1 "$tmp/big.txt"; pass=$((pass + 1))
 same "$B/tests/nbmalloc/nbm_test_cpp" 4 20000; pass=$((pass + 1))
 
 # The compiler's output (assembly of one of our own files) must not change.
-same gcc -O2 -S -o - -Iinclude -Isrc/nbmalloc src/nbmalloc/tcache.c; pass=$((pass + 1))
+same gcc -O2 -S -o - -Iinclude -Isrc/nbmalloc src/nbmalloc/heap.c; pass=$((pass + 1))
 same g++ -O1 -S -o - tests/nbmalloc/test_cpp.cpp; pass=$((pass + 1))
 
 # cmake links gnutls, whose constructor calls malloc before nbmalloc's own

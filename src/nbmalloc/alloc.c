@@ -6,6 +6,25 @@
 
 #include "internal.h"
 
+/* A medium block or a huge mapping; when none can be had, what the heaps and
+ * caches hold for one use is returned (nbm__recover) and the request tried
+ * once more. */
+static void *medium(size_t n, size_t align, bool *fresh)
+{
+    void *p = nbm__medium_alloc(n, align, fresh, nbm__tcache_get());
+    if (NBM_UNLIKELY(!p) && nbm__recover())
+        p = nbm__medium_alloc(n, align, fresh, nbm__tcache_get());
+    return p;
+}
+
+static void *huge(size_t n, size_t align)
+{
+    void *p = nbm__huge_alloc(n, align);
+    if (NBM_UNLIKELY(!p) && nbm__recover())
+        p = nbm__huge_alloc(n, align);
+    return p;
+}
+
 /* Everything the inline fast path does not handle: a size above the table,
  * an empty bin, a thread without a cache yet, medium and huge sizes. */
 void *nbm__malloc_generic(size_t n)
@@ -17,9 +36,9 @@ void *nbm__malloc_generic(size_t n)
         p = nbm__small_alloc_generic(nbm__class_of(n));
     } else if (n <= NBM_MEDIUM_MAX) {
         bool fresh;
-        p = nbm__medium_alloc(n, 0, &fresh);
+        p = medium(n, 0, &fresh);
     } else {
-        p = nbm__huge_alloc(n, 0);
+        p = huge(n, 0);
     }
     if (NBM_UNLIKELY(!p))
         errno = ENOMEM;
@@ -40,9 +59,9 @@ void *nbm__aligned_generic(size_t align, size_t n)
     nbm__init();
     if (need <= NBM_MEDIUM_MAX) {
         bool fresh;
-        p = nbm__medium_alloc(n, align, &fresh);
+        p = medium(n, align, &fresh);
     } else {
-        p = nbm__huge_alloc(n, align);
+        p = huge(n, align);
     }
     if (NBM_UNLIKELY(!p))
         errno = ENOMEM;
@@ -66,9 +85,9 @@ void *nbm__calloc(size_t count, size_t size)
     void *p;
     bool fresh = true; /* huge mappings are fresh */
     if (n <= NBM_MEDIUM_MAX)
-        p = nbm__medium_alloc(n, 0, &fresh);
+        p = medium(n, 0, &fresh);
     else
-        p = nbm__huge_alloc(n, 0);
+        p = huge(n, 0);
     if (!p) {
         errno = ENOMEM;
         return NULL;

@@ -201,16 +201,10 @@ static bool arena_revive(uint32_t seen, unsigned order)
     return false;
 }
 
-/* After an allocation found no memory: return everything free that is held
- * for one use to where any use can take it (the caller's cached medium
- * blocks and the shared cache to the back-end, empty small-object chunks to
- * the back-end, empty arenas to the OS). True if anything was returned. */
-bool nbm__recover(void)
+bool nbm__arena_reclaim(void)
 {
     bool any = nbm_load_u64_relaxed(&nbm__gstats.medium_cached) != 0;
-    any |= nbm__tc_release_medium();
     nbm__decay_sweep(true);
-    any |= nbm__reclaim_chunks() != 0;
     any |= retire_empty_arenas() != 0;
     return any;
 }
@@ -273,7 +267,7 @@ static void check_fresh(void *p, unsigned order)
 
 void *nbm__block_alloc(unsigned order, uint32_t *hint)
 {
-    bool swept = false, recovered = false;
+    bool swept = false;
     for (;;) {
         uint32_t n = nbm_load_u32(&narenas);
         uint32_t h = *hint < n ? *hint : 0;
@@ -296,9 +290,7 @@ void *nbm__block_alloc(unsigned order, uint32_t *hint)
         }
         if (arena_grow(n, order))
             continue;
-        if (recovered || !nbm__recover())
-            return NULL;
-        recovered = true;
+        return NULL; /* the caller may recover (nbm__recover) and retry */
     }
 }
 
@@ -322,10 +314,9 @@ static unsigned order_for(size_t n)
 
 /* Fast case (no atomic RMW): the thread's own last freed block of this
  * order. Then the shared decay cache (one CAS), then the back-end. */
-void *nbm__medium_alloc(size_t size, size_t align, bool *fresh)
+void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc)
 {
     unsigned order = order_for(size > align ? size : align);
-    nbm_tcache_t *tc = nbm__tcache_get(); /* NULL while being set up: no cache */
     void *p;
     if (tc && order < NBM_MCACHE_ORDERS && tc->mcache[order]) {
         p = tc->mcache[order];
@@ -353,6 +344,22 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh)
         tc->medium_delta++;
     else
         nbm_stat_add(&nbm__gstats.medium_live, 1);
+    return p;
+}
+
+/* A free block of the medium cache (a freed medium block, or an exited
+ * thread's spare page), taken for a new page; NULL when none. Its page byte
+ * is cleared; the unit words are the caller's to set. */
+void *nbm__block_cached(unsigned order)
+{
+    uint32_t d = nbm__stack_pop(&decay[order], &nbm__desc_pool);
+    if (!d)
+        return NULL;
+    void *p = nbm__desc(d)->list;
+    nbm_stat_sub(&nbm__gstats.medium_cached, NBM_PAGE << order);
+    nbm__desc_put(nbm__tc, d);
+    /* Relaxed: the block is ours alone (popped by the CAS above). */
+    nbm_store_u8_relaxed(page_byte((nbm_arena_t *)nbm__owner((uintptr_t)p), p), 0);
     return p;
 }
 

@@ -48,6 +48,10 @@ static inline uint64_t nbm_sub_u64(_Atomic uint64_t *p, uint64_t v)
 {
     return atomic_fetch_sub_explicit(p, v, NBM_SC);
 }
+static inline uintptr_t nbm_xchg_uptr(_Atomic uintptr_t *p, uintptr_t v)
+{
+    return atomic_exchange_explicit(p, v, NBM_SC);
+}
 static inline uint8_t nbm_xchg_u8(_Atomic uint8_t *p, uint8_t v)
 {
     return atomic_exchange_explicit(p, v, NBM_SC);

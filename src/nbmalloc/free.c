@@ -6,7 +6,7 @@
  *  - a pointer in a small-object chunk that is not on an object boundary, or
  *    past the objects carved so far (never handed out);
  *  - a small object that carries the freed-object tag: freed already
- *    (wherever the first free put it: any thread's cache or a shared batch),
+ *    (wherever the first free put it: a page's own or remote list),
  *    or carved onto a free list and never handed out ("double free");
  *  - a medium pointer that is not the start of a block handed out (interior,
  *    never allocated, back in the back-end: "invalid pointer"), or a block
@@ -35,17 +35,17 @@ void nbm__free_generic(void *p)
         nbm__medium_free(ar, p, "free(): invalid pointer");
         return;
     }
-    /* A small object on a thread whose cache is not set up (or torn down). */
+    /* A small object on a thread whose heap is not set up (or torn down). */
     if (nbm__tcache_get()) {
         nbm__free_fast(p);
         return;
     }
-    unsigned cls = (w & 0xffu) - 1;
-    if (!nbm__offset_ok(&nbm__classes[cls], a, w))
+    const nbm_class_t *c = &nbm__classes[(w & 0xffu) - 1];
+    if (!nbm__offset_ok(c, a, w))
         nbm__fatal("free(): invalid pointer", p);
     if (((uintptr_t *)p)[1] == (a ^ nbm__secret))
         nbm__fatal("free(): double free detected for", p);
-    nbm__small_free_generic(p, cls);
+    nbm__small_free_generic(p, nbm__page_at(ar, a, c->chunk_mask));
 }
 
 /* The usable size of a live block; `who` for a pointer that never was one,
@@ -82,27 +82,15 @@ size_t nbm_usable_size(const void *p)
 void nbm_thread_flush(void)
 {
     if (nbm__tc)
-        nbm__tcache_flush(nbm__tc);
+        nbm__tcache_flush(nbm__tc, false);
 }
 
-bool nbm__tc_release_medium(void)
-{
-    bool any = false;
-    nbm_tcache_t *tc = nbm__tc;
-    for (unsigned o = 0; tc && o < NBM_MCACHE_ORDERS; o++)
-        if (tc->mcache[o]) {
-            void *p = tc->mcache[o];
-            tc->mcache[o] = NULL;
-            nbm__medium_release(p, o);
-            any = true;
-        }
-    return any;
-}
-
+/* malloc_trim too: every empty page of this thread's heap and of abandoned
+ * heaps, and every cached medium block, goes back with its memory. */
 void nbm_purge(void)
 {
     if (nbm_load_u32(&nbm__ready) != 2)
         return;
-    nbm__tc_release_medium();
+    nbm__heaps_collect(true);
     nbm__decay_sweep(true);
 }

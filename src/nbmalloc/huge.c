@@ -32,16 +32,11 @@ void *nbm__huge_alloc(size_t size, size_t align)
     size_t total = (size + NBM_PAGE - 1) & ~(NBM_PAGE - 1);
     uint32_t d = 0;
     char *base = NULL;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        if (!d)
-            d = nbm__desc_get(nbm__tc);
-        if (d && nbm__budget_take(total)) {
-            if ((base = nbm__os_reserve_aligned(total, slot_align)) != NULL)
-                break;
+    /* On failure the caller may recover (nbm__recover) and retry. */
+    d = nbm__desc_get(nbm__tc);
+    if (d && nbm__budget_take(total)) {
+        if ((base = nbm__os_reserve_aligned(total, slot_align)) == NULL)
             nbm__budget_give(total);
-        }
-        if (attempt == 0 && !nbm__recover()) /* free memory held for other tiers, once */
-            break;
     }
     if (!base) {
         if (d)

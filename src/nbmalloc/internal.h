@@ -20,16 +20,17 @@
  * user starts there, with bit 7 set while that block sits freed in a cache.
  * Both live in the arena's metadata mapping, never in user memory.
  *
- * Small objects. A thread cache (tcache) has, per size class, a singly linked
- * free list threaded through the objects (word 0 = next) and a bump range of
- * uncarved chunk memory. A freed object also carries a tag in word 1 (its
- * address xor a per-process secret) that exposes a double free; carving
- * writes the same tag, so every object on any free list carries it. Lists move
- * between threads as batches: a descriptor (nbm_desc_t, from a type-stable
- * pool outside user memory) pushed on the class's shared stack. Stacks are
- * Treiber stacks of descriptor indices with a 32-bit version in the same
- * 64-bit word, so a pop that read a stale "next" fails its CAS (ABA-safe), and
- * they never read user memory.
+ * Small objects. Each thread has a heap (nbm_tcache_t) owning pages: back-end
+ * blocks of one class, whose records (nbm_page_t) sit in the arena metadata
+ * at the page's first unit. Per class, the heap's bin holds the current
+ * page's free list (word 0 = next); the owner's frees to its other pages go
+ * to their own lists, other threads' frees to the page's remote list (one
+ * CAS), which the owner takes whole with one exchange. A freed object also
+ * carries a tag in word 1 (its address xor a per-process secret) that
+ * exposes a double free; carving writes the same tag, so every object on any
+ * free list carries it. Layers, each calling only downwards: API (alloc.c,
+ * free.c, override*.c) -> heap (heap.c) -> page (page.c) -> arena and medium
+ * blocks (arena.c, huge.c, desc.c) -> back-end and OS (nbbs, os.c).
  */
 #ifndef NBM_INTERNAL_H
 #define NBM_INTERNAL_H
@@ -138,36 +139,68 @@ NBM_HIDDEN uint32_t nbm__stack_pop_all(nbm_stack_t *s);
 NBM_HIDDEN extern nbm_pool_t nbm__desc_pool;
 static inline nbm_desc_t *nbm__desc(uint32_t i) { return (nbm_desc_t *)nbm__pool_rec(&nbm__desc_pool, i); }
 
-/* --- thread cache ------------------------------------------------------------ */
-/* A bin has two lists, both threaded through word 0 and NULL-terminated.
- * malloc pops `head`; free pushes onto `head` while it holds fewer than
- * `limit` (= batch) objects, else onto `local`, and a `local` that reaches a
- * batch goes to the shared stack whole (one CAS, no list walk). An empty
- * `head` takes `local` over before anything else. Neither path can make the
- * other run at once, so alternating malloc/free never leaves the fast path. */
+/* --- pages ------------------------------------------------------------------ */
+/* A page is a back-end block (64 or 128 KiB, aligned to its size) holding
+ * objects of one class, owned by one heap. Its record lives in the arena's
+ * metadata at the index of the page's first 64 KiB unit (nbm__page_at), so
+ * any object pointer finds it in O(1) and no record is in user memory; records
+ * are type-stable (arena metadata is never unmapped).
+ *  - `remote`: frees by threads other than the owner, pushed with one CAS;
+ *    the owner takes the whole list with one exchange (push + take-all: no
+ *    ABA, a push links its object to whatever the head is at its CAS).
+ *  - `free`/`nfree`: the owner's own frees (plain stores), while the page is
+ *    not its heap's current page (the current page's list is the bin's head).
+ * Every other field is the owner's alone. */
+typedef struct nbm_page {     /* one cache line: no false sharing between pages */
+    _Alignas(NBM_CACHE_LINE) _Atomic uintptr_t remote; /* other threads' frees (objects linked by word 0) */
+    _Atomic uintptr_t heap;       /* the owning heap (nbm_tcache_t *), 0 = not a page */
+    void    *free;                /* owner's free list (not while current) */
+    uint32_t nfree;               /* objects on `free` */
+    uint8_t  cls;
+    uint8_t  avail;               /* on the bin's `avail` list */
+    uint16_t arena;               /* index of the arena (the page's address: nbm__page_base) */
+    struct nbm_page *next, *prev;   /* the bin's pages */
+    struct nbm_page *anext, *aprev; /* the bin's pages with free objects */
+} nbm_page_t;
+_Static_assert(sizeof(nbm_page_t) == NBM_CACHE_LINE, "a page record is one cache line");
+
+/* --- heaps (one per thread) ---------------------------------------------------- */
+/* A bin is a heap's share of one class: the current page, whose free list is
+ * `head` (malloc pops, the owner's frees of its objects push: no atomic), and
+ * the other pages the heap owns in the class. */
 typedef struct nbm_bin {
-    void    *head;      /* malloc's list */
-    uint32_t count;     /* objects on head */
-    uint32_t limit;     /* the class's batch, copied here for the fast path */
-    void    *local;     /* overflow of free, sent away a batch at a time */
-    uint32_t lcount;
+    void    *head;        /* free objects of the current page */
+    uint32_t count;       /* objects on head */
+    uint32_t npages;      /* pages on `pages` */
+    nbm_page_t *page;     /* current page, NULL = none */
+    nbm_page_t *avail;    /* non-current pages with free objects */
+    nbm_page_t *pages;    /* every page the heap owns in this class */
+    uint32_t fresh;       /* pages taken since the last sweep of `pages` */
     uint32_t pad;
-    char    *bump;      /* uncarved chunk memory [bump, bump_end) */
-    char    *bump_end;
 } nbm_bin_t;
 
 #define NBM_DESC_STASH 64
 #define NBM_MCACHE_ORDERS 8 /* medium blocks of 4..512 KiB: one per order per thread */
+#define NBM_SPARE_ORDER0 4  /* page orders: 64 KiB and 128 KiB pages */
+#define NBM_SPARE_ORDERS 2
 
+/* The heap record of a thread (historically "tcache"). Records are reused:
+ * at thread exit the record, with the pages it owns, goes to a stack of
+ * abandoned heaps, and the next thread adopts it whole. */
 typedef struct nbm_tcache {
-    _Atomic uint32_t next;      /* free-tcache stack link */
+    _Atomic uint32_t next;      /* abandoned-heap stack link */
     uint32_t index;
     uint32_t arena_hint;        /* arena tried first */
     uint32_t ndesc;             /* free descriptors held in desc[] */
     nbm_bin_t bins[NBM_NCLASSES];
     uint32_t desc[NBM_DESC_STASH];
     void    *mcache[NBM_MCACHE_ORDERS]; /* a freed medium block per order, reused first */
-    uint64_t refills, drains;   /* joined into the globals at thread exit */
+    nbm_page_t *spare[NBM_SPARE_ORDERS]; /* empty pages per page order, reused first (linked by next) */
+    uint32_t nspare[NBM_SPARE_ORDERS];
+    uint32_t spare_low[NBM_SPARE_ORDERS]; /* fewest spares since spare_since: not needed, released next */
+    uint64_t spare_since;                 /* start of the current decay interval (ns) */
+    uint32_t trim_seen;                   /* last recovery epoch seen */
+    uint64_t refills, drains;   /* pages taken / given back; joined into the globals at exit */
     int64_t  medium_delta;      /* medium blocks allocated minus freed by this thread */
 } nbm_tcache_t;
 
@@ -186,7 +219,7 @@ typedef struct nbm_arena {
     _Atomic uint32_t unit[NBM_UNITS];      /* class + 1 | objects carved << 8 */
     _Atomic uint8_t page_order[NBM_PAGES]; /* order + 1 of a medium block here (| 0x80: freed, cached) */
     _Atomic uint32_t retired;              /* NBM_ARENA_* below; 0 = in use */
-    uint16_t  seen[NBM_UNITS];             /* free objects per chunk, during a reclaim only */
+    nbm_page_t pages[NBM_UNITS];           /* page records, at a page's first unit */
 } nbm_arena_t;
 
 #define NBM_ARENA_RETIRED  1u /* emptied and unmapped, can be revived */
@@ -214,6 +247,12 @@ static inline uintptr_t nbm__owner(uintptr_t a)
     return NBM_LIKELY(i < NBM_MAP_SIZE) ? nbm_load_uptr_relaxed(&nbm__map[i]) : 0;
 }
 
+/* The record of the page (of `page_mask` + 1 bytes) holding address a. */
+static inline nbm_page_t *nbm__page_at(nbm_arena_t *ar, uintptr_t a, uintptr_t page_mask)
+{
+    return &ar->pages[((a & ~page_mask) >> NBM_UNIT_SHIFT) & (NBM_UNITS - 1)];
+}
+
 /* --- process state and options ----------------------------------------------- */
 typedef struct nbm_options {
     bool     show_stats;      /* NBM_SHOW_STATS */
@@ -236,7 +275,7 @@ NBM_HIDDEN void nbm__classes_init(void);
 /* --- global statistics (relaxed counters) ----------------------------------- */
 typedef struct nbm_gstats {
     _Atomic uint64_t arenas, arena_bytes, chunks, chunk_bytes, medium_live, medium_cached;
-    _Atomic uint64_t purged, huge_live, huge_bytes, threads, refills, drains, lost;
+    _Atomic uint64_t purged, huge_live, huge_bytes, threads, refills, drains;
 } nbm_gstats_t;
 NBM_HIDDEN extern nbm_gstats_t nbm__gstats;
 
@@ -254,18 +293,19 @@ NBM_HIDDEN void     nbm__write_num(int fd, uint64_t v);
 NBM_HIDDEN void     nbm__write_hex(int fd, uintptr_t v);
 
 /* --- arenas and medium blocks (arena.c) ------------------------------------ */
-NBM_HIDDEN void *nbm__block_alloc(unsigned order, uint32_t *hint);  /* a back-end block */
+NBM_HIDDEN void *nbm__block_alloc(unsigned order, uint32_t *hint);  /* a back-end block, NULL = none */
+NBM_HIDDEN void *nbm__block_cached(unsigned order); /* a block of the medium cache, or NULL */
 NBM_HIDDEN void  nbm__block_free(nbm_arena_t *ar, void *p);          /* back to the back-end */
-NBM_HIDDEN void *nbm__medium_alloc(size_t size, size_t align, bool *fresh); /* fresh: known zero */
+NBM_HIDDEN void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc); /* fresh: known zero */
 NBM_HIDDEN void  nbm__medium_free(nbm_arena_t *ar, void *p, const char *who);
 NBM_HIDDEN size_t nbm__medium_size(nbm_arena_t *ar, const void *p, const char *who, const char *freed);
 NBM_HIDDEN nbm_arena_t *nbm__arena_at(uint32_t i);
 NBM_HIDDEN uint32_t nbm__arena_count(void);
 NBM_HIDDEN void nbm__decay_sweep(bool all);
 NBM_HIDDEN void nbm__medium_release(void *p, unsigned order); /* to the decay cache */
-/* Hands the calling thread's last-freed medium blocks to the decay cache;
- * true if it held any. */
-NBM_HIDDEN bool nbm__tc_release_medium(void);
+/* After an allocation failed: the medium cache to the back-end, empty arenas
+ * to the OS. True if anything was returned. */
+NBM_HIDDEN bool nbm__arena_reclaim(void);
 
 /* --- huge mappings (huge.c) --------------------------------------------------- */
 NBM_HIDDEN void  *nbm__huge_alloc(size_t size, size_t align);
@@ -277,18 +317,39 @@ NBM_HIDDEN bool   nbm__map_claim(uintptr_t slot, uintptr_t value); /* false: slo
 NBM_HIDDEN bool   nbm__budget_take(size_t bytes);
 NBM_HIDDEN void   nbm__budget_give(size_t bytes);
 
-/* --- thread caches and small objects (tcache.c, desc.c) ------------------------ */
+/* --- pages (page.c) ---------------------------------------------------------- */
+/* A new page of class cls owned by heap, in `block` (of the class's page
+ * order), or when that is NULL in a block from the back-end; NULL when there
+ * is none. */
+NBM_HIDDEN nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t *hint, void *block);
+NBM_HIDDEN unsigned nbm__page_order(unsigned cls);
+/* Carves up to max objects from the page's uncarved tail onto *head (each
+ * tagged free); returns how many. */
+NBM_HIDDEN uint32_t nbm__page_carve(nbm_page_t *pg, void **head, uint32_t max);
+NBM_HIDDEN uint32_t nbm__page_carved(const nbm_page_t *pg);
+NBM_HIDDEN uintptr_t nbm__page_base(const nbm_page_t *pg); /* the page's first byte */
+/* Takes the whole remote list: returns it (NULL: empty), its count and last object. */
+NBM_HIDDEN void *nbm__page_take_remote(nbm_page_t *pg, uint32_t *n, void ***last);
+NBM_HIDDEN void  nbm__page_free_remote(nbm_page_t *pg, void **o); /* one CAS */
+NBM_HIDDEN void *nbm__page_unmake(nbm_page_t *pg); /* an empty page: its block */
+/* The one place an empty page's block goes back (see page.c). */
+NBM_HIDDEN void  nbm__page_release(void *block, unsigned order);
+
+/* --- heaps (heap.c, desc.c) ------------------------------------------------------ */
 NBM_HIDDEN void *nbm__small_alloc_generic(unsigned cls);
-NBM_HIDDEN void  nbm__small_free_generic(void *p, unsigned cls);
-NBM_HIDDEN void  nbm__bin_flush_local(nbm_tcache_t *tc, unsigned cls);
-NBM_HIDDEN void  nbm__tcache_flush(nbm_tcache_t *tc);
+NBM_HIDDEN void  nbm__small_free_generic(void *p, nbm_page_t *pg);
+/* The owner's free made a non-current page empty or no longer full. */
+NBM_HIDDEN void  nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg);
+NBM_HIDDEN void  nbm__tcache_flush(nbm_tcache_t *tc, bool spares); /* spares: give them back too */
 NBM_HIDDEN nbm_tcache_t *nbm__tcache_get(void);       /* NULL while none can be used */
 NBM_HIDDEN void  nbm__tcache_init_process(void);
 NBM_HIDDEN uint32_t nbm__desc_get(nbm_tcache_t *tc);  /* tc may be NULL */
 NBM_HIDDEN void  nbm__desc_put(nbm_tcache_t *tc, uint32_t d);
 NBM_HIDDEN void  nbm__desc_flush(nbm_tcache_t *tc);
-NBM_HIDDEN extern nbm_stack_t nbm__class_stack[NBM_NCLASSES];
-NBM_HIDDEN size_t nbm__reclaim_chunks(void);          /* bytes of empty chunks returned */
+/* The calling thread's heap and the abandoned heaps: remote frees taken,
+ * empty pages given back; with medium, the thread's cached medium blocks
+ * too. True if anything was given back. */
+NBM_HIDDEN bool  nbm__heaps_collect(bool medium);
 NBM_HIDDEN bool  nbm__recover(void);                  /* after ENOMEM: true if anything was freed */
 
 /* --- the generic entry points (alloc.c, free.c) --------------------------------- */
@@ -333,8 +394,10 @@ static inline bool nbm__offset_ok(const nbm_class_t *c, uintptr_t a, uint32_t w)
     return !(off & c->low_mask) && (off >> c->shift) * c->inv < (w >> NBM_UNIT_CARVED_SHIFT);
 }
 
-/* About 30 instructions: owner lookup, class byte, offset check, tag check
- * and a list push. No atomic operation beyond two relaxed loads. */
+/* About 30 instructions: owner lookup, class byte, offset check, tag check,
+ * the page record, and a list push: onto the bin (the current page), onto
+ * the page's own list (another page of this heap), or onto the page's remote
+ * list with one CAS (another heap's page). */
 __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
 {
     uintptr_t a = (uintptr_t)p;
@@ -351,18 +414,26 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
                 nbm__fatal("free(): invalid pointer", p);
             if (NBM_UNLIKELY((uintptr_t)o[1] == (a ^ nbm__secret)))
                 nbm__fatal("free(): double free detected for", p);
-            nbm_bin_t *bin = &tc->bins[cls];
             o[1] = (void *)(a ^ nbm__secret);
-            if (NBM_LIKELY(bin->count < bin->limit)) {
+            nbm_page_t *pg = nbm__page_at(ar, a, c->chunk_mask);
+            nbm_bin_t *bin = &tc->bins[cls];
+            if (NBM_LIKELY(pg == bin->page)) {
                 o[0] = bin->head;
                 bin->head = o;
                 bin->count++;
-            } else {
-                o[0] = bin->local;
-                bin->local = o;
-                if (NBM_UNLIKELY(++bin->lcount >= bin->limit))
-                    nbm__bin_flush_local(tc, cls);
+                return;
             }
+            /* Relaxed: only this thread makes a page ours (or stops it
+             * being ours); another heap's value is never ours. */
+            if (NBM_LIKELY(nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc)) {
+                o[0] = pg->free;
+                pg->free = o;
+                uint32_t n = ++pg->nfree;
+                if (NBM_UNLIKELY(n == 1 || n == (w >> NBM_UNIT_CARVED_SHIFT)))
+                    nbm__page_changed(tc, pg);
+                return;
+            }
+            nbm__page_free_remote(pg, o);
             return;
         }
     }

@@ -39,6 +39,17 @@ NBM_OVERRIDE void *memalign(size_t align, size_t n)
     return nbm__aligned_generic(align, n);
 }
 
+/* Returns free memory to the OS now (nbm_purge): empty small-object pages of
+ * this thread's and exited threads' heaps, and cached medium blocks. pad is
+ * ignored (nbmalloc keeps no top-of-heap reserve). Returns 1, as glibc does
+ * when memory was released. */
+NBM_OVERRIDE int malloc_trim(size_t pad)
+{
+    (void)pad;
+    nbm_purge();
+    return 1;
+}
+
 /* Some programs and glibc internals call these names directly. */
 NBM_OVERRIDE void *__libc_malloc(size_t n) { return nbm__malloc_fast(n); }
 NBM_OVERRIDE void __libc_free(void *p) { nbm__free_fast(p); }

@@ -53,18 +53,17 @@ void nbm_stats_print(int fd)
     line(fd, "arenas          ", s.arenas, "");
     line(fd, "arena reserved  ", s.arena_bytes >> 20, " MiB");
     line(fd, "back-end in use ", used >> 10, " KiB");
-    line(fd, "chunks          ", s.chunks, "");
-    line(fd, "chunk bytes     ", s.chunk_bytes >> 10, " KiB");
+    line(fd, "pages           ", s.chunks, "");
+    line(fd, "page bytes      ", s.chunk_bytes >> 10, " KiB");
     line(fd, "medium live     ", s.medium_live, " blocks");
     line(fd, "medium cached   ", s.medium_cached >> 10, " KiB");
     line(fd, "purged (total)  ", s.purged_bytes >> 10, " KiB");
     line(fd, "huge live       ", s.huge_live, " mappings");
     line(fd, "huge bytes      ", s.huge_bytes >> 10, " KiB");
-    line(fd, "thread caches   ", s.threads, " created");
-    line(fd, "batch refills   ", s.refills, "");
-    line(fd, "batch drains    ", s.drains, "");
+    line(fd, "thread heaps    ", s.threads, " taken (new or adopted)");
+    line(fd, "pages taken     ", s.refills, "");
+    line(fd, "pages emptied   ", s.drains, "");
     line(fd, "descriptors     ", nbm_load_u64_relaxed(&nbm__desc_pool.mapped) >> 10, " KiB mapped");
-    line(fd, "objects lost    ", nbm_load_u64_relaxed(&nbm__gstats.lost), " (uncached frees with no memory left)");
     line(fd, "peak RSS        ", s.peak_rss >> 10, " KiB");
 }
 

@@ -81,6 +81,23 @@ int main(void)
     char *s = strdup("preloaded"); /* allocated inside libc */
     CHECK(s && malloc_usable_size(s) == 16);
     free(s);
+    /* malloc_trim is nbmalloc's: freed small-object pages go back */
+    typedef struct { size_t v[13]; } stats_t; /* nbm_stats_t: 13 size_t, chunk_bytes the 4th */
+    void (*get_stats)(stats_t *) = (void (*)(stats_t *))dlsym(RTLD_DEFAULT, "nbm_get_stats");
+    CHECK(get_stats != NULL);
+    if (get_stats) {
+        enum { N = 64 << 10 }; /* 4 MiB of 64-byte objects */
+        static void *objs[N];
+        stats_t st0, st1;
+        for (int i = 0; i < N; i++)
+            objs[i] = malloc(64);
+        get_stats(&st0);
+        for (int i = 0; i < N; i++)
+            free(objs[i]);
+        CHECK(malloc_trim(0) == 1);
+        get_stats(&st1);
+        CHECK(st0.v[3] >= (size_t)4 << 20 && st1.v[3] < (size_t)1 << 20);
+    }
     char buf[256];
     int st = child_status(bad_free, buf, sizeof buf);
     CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && strstr(buf, "nbmalloc: free(): invalid pointer 0x"));

@@ -186,7 +186,7 @@ int main(int argc, char **argv)
     free(t);
     nbm_stats_t st;
     nbm_get_stats(&st);
-    printf("stress: threads=%d rounds=%d iters=%d: %s (thread caches %zu, refills %zu, drains %zu, arenas %zu)\n",
+    printf("stress: threads=%d rounds=%d iters=%d: %s (thread heaps %zu, pages taken %zu, emptied %zu, arenas %zu)\n",
            threads, rounds, iters, bad ? "FAILED" : "ok", st.threads, st.refills, st.drains, st.arenas);
     return bad != 0;
 }

@@ -1,0 +1,144 @@
+/*
+ * page.c - pages: back-end blocks carved into objects of one class.
+ *
+ * A page's record sits in its arena's metadata at the page's first unit
+ * (nbm__page_at). The owner heap carves objects lazily from the page's start
+ * (the unit words' carved count says how far: free accepts nothing beyond
+ * it), keeps its own frees on the page's `free` list, and takes other
+ * threads' frees from `remote` with one exchange. Layer below the heap: this
+ * file knows nothing of heaps but the opaque owner word.
+ */
+#include "internal.h"
+
+static unsigned page_order(const nbm_class_t *c)
+{
+    return (unsigned)__builtin_ctz(c->chunk) - NBM_PAGE_SHIFT;
+}
+
+static size_t first_unit(nbm_arena_t *ar, uintptr_t base)
+{
+    return (base - ar->base) >> NBM_UNIT_SHIFT;
+}
+
+unsigned nbm__page_order(unsigned cls)
+{
+    return page_order(&nbm__classes[cls]);
+}
+
+nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t *hint, void *block)
+{
+    const nbm_class_t *c = &nbm__classes[cls];
+    char *b = block;
+    if (!b && !(b = nbm__block_alloc(page_order(c), hint)))
+        return NULL;
+    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)b);
+    size_t u0 = first_unit(ar, (uintptr_t)b);
+    nbm_page_t *pg = &ar->pages[u0];
+    pg->arena = (uint16_t)ar->index;
+    pg->cls = (uint8_t)cls;
+    pg->free = NULL;
+    pg->nfree = 0;
+    pg->avail = 0;
+    pg->next = pg->prev = pg->anext = pg->aprev = NULL;
+    /* No remote free can be under way: the page held no object. The owner
+     * word and the unit words reach other threads with the objects
+     * themselves (handed over by the user, see nbm__owner). */
+    nbm_store_uptr_relaxed(&pg->remote, 0);
+    nbm_store_uptr_relaxed(&pg->heap, heap);
+    for (size_t u = 0; u < c->chunk >> NBM_UNIT_SHIFT; u++)
+        nbm_store_u32(&ar->unit[u0 + u], cls + 1); /* nothing carved yet */
+    nbm_stat_add(&nbm__gstats.chunks, 1);
+    nbm_stat_add(&nbm__gstats.chunk_bytes, c->chunk);
+    return pg;
+}
+
+uintptr_t nbm__page_base(const nbm_page_t *pg)
+{
+    nbm_arena_t *ar = nbm__arena_at(pg->arena);
+    return ar->base + ((uintptr_t)(pg - ar->pages) << NBM_UNIT_SHIFT);
+}
+
+uint32_t nbm__page_carved(const nbm_page_t *pg)
+{
+    nbm_arena_t *ar = nbm__arena_at(pg->arena);
+    return nbm_load_u32_relaxed(&ar->unit[pg - ar->pages]) >> NBM_UNIT_CARVED_SHIFT;
+}
+
+/* The carved count grows (in every unit of the page) before any of the new
+ * objects is handed out; each carries the freed-object tag, like every
+ * object on a free list. */
+uint32_t nbm__page_carve(nbm_page_t *pg, void **head, uint32_t max)
+{
+    const nbm_class_t *c = &nbm__classes[pg->cls];
+    nbm_arena_t *ar = nbm__arena_at(pg->arena);
+    size_t u0 = (size_t)(pg - ar->pages);
+    uint32_t carved = nbm_load_u32_relaxed(&ar->unit[u0]) >> NBM_UNIT_CARVED_SHIFT;
+    uint32_t cap = c->chunk / c->size;
+    uint32_t n = cap - carved < max ? cap - carved : max;
+    if (n == 0)
+        return 0;
+    for (size_t u = 0; u < c->chunk >> NBM_UNIT_SHIFT; u++)
+        nbm_add_u32(&ar->unit[u0 + u], n << NBM_UNIT_CARVED_SHIFT);
+    char *first = (char *)(ar->base + (u0 << NBM_UNIT_SHIFT)) + (size_t)carved * c->size;
+    for (uint32_t k = 0; k < n; k++) {
+        void **o = (void **)(first + (size_t)k * c->size);
+        o[0] = first + (size_t)(k + 1) * c->size;
+        o[1] = (void *)((uintptr_t)o ^ nbm__secret);
+    }
+    *(void **)(first + (size_t)(n - 1) * c->size) = *head;
+    *head = first;
+    return n;
+}
+
+/* Push onto a stack that is only ever emptied whole: the CAS succeeds only
+ * if the head is still the one o links to, and a take-all in between just
+ * makes it fail and retry. Lock-free: a CAS fails only because another push
+ * or the take succeeded. seq_cst: releases o's links to the taker. */
+void nbm__page_free_remote(nbm_page_t *pg, void **o)
+{
+    uintptr_t old = nbm_load_uptr_relaxed(&pg->remote);
+    do
+        o[0] = (void *)old;
+    while (!nbm_cas_uptr(&pg->remote, &old, (uintptr_t)o));
+}
+
+void *nbm__page_take_remote(nbm_page_t *pg, uint32_t *n, void ***last)
+{
+    /* Relaxed look first: a push missed here is taken next time. */
+    if (nbm_load_uptr_relaxed(&pg->remote) == 0)
+        return NULL;
+    void **l = (void **)nbm_xchg_uptr(&pg->remote, 0);
+    uint32_t k = 0;
+    void **o = l, **prev = NULL;
+    for (; o; prev = o, o = o[0])
+        k++;
+    *n = k;
+    *last = prev;
+    return l;
+}
+
+/* An empty page stops being a page: its units say so (a stale pointer into
+ * it is then "invalid"). Returns the block. */
+void *nbm__page_unmake(nbm_page_t *pg)
+{
+    const nbm_class_t *c = &nbm__classes[pg->cls];
+    nbm_arena_t *ar = nbm__arena_at(pg->arena);
+    size_t u0 = (size_t)(pg - ar->pages);
+    for (size_t u = 0; u < c->chunk >> NBM_UNIT_SHIFT; u++)
+        nbm_store_u32(&ar->unit[u0 + u], 0);
+    nbm_store_uptr_relaxed(&pg->heap, 0);
+    nbm_stat_sub(&nbm__gstats.chunks, 1);
+    nbm_stat_sub(&nbm__gstats.chunk_bytes, c->chunk);
+    return (void *)(ar->base + (u0 << NBM_UNIT_SHIFT));
+}
+
+/* The one place where the block of an empty page goes back for good: its
+ * memory to the OS (madvise), the block to the back-end, where any class or
+ * a medium request can take it. A different policy (a decay of its own, or
+ * the medium cache's) changes this function only. */
+void nbm__page_release(void *block, unsigned order)
+{
+    nbm__os_purge(block, NBM_PAGE << order);
+    nbm_stat_add(&nbm__gstats.purged, NBM_PAGE << order);
+    nbm__block_free((nbm_arena_t *)nbm__owner((uintptr_t)block), block);
+}

@@ -1,0 +1,243 @@
+/*
+ * test_pages.c - small objects by page: memory given back, pages changing
+ * class, and cross-thread frees with overlap detection.
+ *  - MiB of 64-byte objects allocated, freed and purged: the pages go back
+ *    (statistics: no page left; resident memory below a bound, in plain
+ *    builds, where RSS means what it says);
+ *  - a page emptied by another thread's frees is swept by its owner
+ *    (nbm_thread_flush) and serves the next page of another class;
+ *  - producers hand objects to consumers, which free all of them (every free
+ *    remote): each object carries its address and a serial in every word,
+ *    checked before the free, so two live objects that overlap are caught;
+ *    then the exited threads' heaps are collected by nbm_purge.
+ * Usage: nbm_test_pages [--mib M] [--objects N]
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../check.h"
+#include "nbmalloc.h"
+
+static size_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, res = 0;
+    if (!f)
+        return 0;
+    if (fscanf(f, "%lu %lu", &size, &res) != 2)
+        res = 0;
+    fclose(f);
+    return res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static void test_return(size_t mib, int check_rss)
+{
+    size_t n = (mib << 20) / 64;
+    void **v = malloc(n * sizeof *v); /* libc's, or ours under the preload */
+    CHECK(v != NULL);
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++)
+        v[i] = (void *)(uintptr_t)1; /* resident before the first measure */
+    size_t before = rss_bytes(), got = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t *p = nbm_malloc(64);
+        v[i] = p;
+        if (!p)
+            break;
+        p[2] = i; /* touch it (words 0 and 1 are the allocator's when freed) */
+        got++;
+    }
+    CHECK_EQ(got, n);
+    nbm_stats_t s;
+    nbm_get_stats(&s);
+    CHECK(s.chunk_bytes >= (mib << 20));
+    size_t peak = rss_bytes();
+    size_t bad = 0;
+    for (size_t i = 0; i < got; i++)
+        if (v[i]) {
+            bad += ((uint64_t *)v[i])[2] != i;
+            nbm_free(v[i]);
+        }
+    CHECK_EQ(bad, 0);
+    nbm_purge();
+    nbm_get_stats(&s);
+    CHECK(s.chunk_bytes < ((size_t)1 << 20)); /* nothing but a page or so */
+    size_t after = rss_bytes();
+    if (check_rss)
+        CHECK(after < before + ((size_t)16 << 20));
+    printf("%zu MiB of 64 B objects: RSS %zu MiB before, %zu MiB full, %zu MiB after nbm_purge; pages left %zu KiB\n",
+           mib, before >> 20, peak >> 20, after >> 20, s.chunk_bytes >> 10);
+    free(v);
+}
+
+#define REMOTE_N 4096 /* 64-byte objects: four 64 KiB pages */
+static void *remote_objs[REMOTE_N];
+
+static void *free_all(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < REMOTE_N; i++)
+        nbm_free(remote_objs[i]);
+    return NULL;
+}
+
+static void test_remote_page_reuse(void)
+{
+    for (int i = 0; i < REMOTE_N; i++) {
+        remote_objs[i] = nbm_malloc(64);
+        CHECK(remote_objs[i] != NULL);
+    }
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (int i = 0; i < REMOTE_N; i++) {
+        uintptr_t a = (uintptr_t)remote_objs[i];
+        lo = a < lo ? a : lo;
+        hi = a > hi ? a : hi;
+    }
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, free_all, NULL) == 0);
+    pthread_join(t, NULL);
+    nbm_stats_t s0, s1;
+    nbm_get_stats(&s0);
+    nbm_thread_flush(); /* the owner takes the remote frees: its pages are empty */
+    nbm_get_stats(&s1);
+    CHECK(s1.chunks + 4 <= s0.chunks);
+    /* The next page, of another class, is one of them. */
+    char *q[64];
+    int inside = 0;
+    for (int i = 0; i < 64; i++) {
+        q[i] = nbm_malloc(1000);
+        CHECK(q[i] != NULL);
+        inside += (uintptr_t)q[i] >= (lo & ~(uintptr_t)0xffff) && (uintptr_t)q[i] <= hi;
+        memset(q[i], i, 1000);
+    }
+    CHECK(inside == 64);
+    size_t bad = 0;
+    for (int i = 0; i < 64; i++) {
+        for (int k = 0; k < 1000; k++)
+            bad += q[i][k] != (char)i;
+        nbm_free(q[i]);
+    }
+    CHECK_EQ(bad, 0);
+}
+
+/* --- producers and consumers ----------------------------------------------- */
+#define RING 1024
+static _Atomic uintptr_t ring[RING];
+static _Atomic long overlaps, produced, consumed;
+static long per_producer = 200000;
+static _Atomic int producers_left;
+
+static void stamp(uint64_t *p, size_t words, uint64_t serial)
+{
+    for (size_t k = 0; k < words; k++)
+        p[k] = (uint64_t)(uintptr_t)p ^ serial ^ k;
+}
+
+static int stamped(const uint64_t *p, size_t words, uint64_t serial)
+{
+    for (size_t k = 0; k < words; k++)
+        if (p[k] != ((uint64_t)(uintptr_t)p ^ serial ^ k))
+            return 0;
+    return 1;
+}
+
+/* Slot layout: the object; its first two words hold size and serial, the
+ * rest the stamp. */
+static void *producer(void *arg)
+{
+    uint64_t r = (uint64_t)(uintptr_t)arg * 0x9E3779B97F4A7C15u + 1;
+    for (long i = 0; i < per_producer; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        size_t size = 32 + (r % 4 ? r % 200 : r % 3000);
+        size_t words = size / 8;
+        uint64_t *p = nbm_malloc(size);
+        if (!p) {
+            atomic_fetch_add(&overlaps, 1000000);
+            break;
+        }
+        p[0] = words;
+        p[1] = r;
+        stamp(p + 2, words - 2, r);
+        uintptr_t none = 0;
+        unsigned k = (unsigned)(r >> 20) % RING;
+        while (!atomic_compare_exchange_weak(&ring[k], &none, (uintptr_t)p)) {
+            none = 0;
+            k = (k + 1) % RING;
+        }
+        atomic_fetch_add(&produced, 1);
+    }
+    atomic_fetch_sub(&producers_left, 1);
+    return NULL;
+}
+
+static void *consumer(void *arg)
+{
+    unsigned k = (unsigned)(uintptr_t)arg * 97;
+    for (;;) {
+        uintptr_t v = atomic_exchange(&ring[k], 0);
+        k = (k + 1) % RING;
+        if (!v) {
+            if (atomic_load(&producers_left) == 0 && atomic_load(&consumed) == atomic_load(&produced))
+                return NULL;
+            continue;
+        }
+        uint64_t *p = (uint64_t *)v;
+        if (!stamped(p + 2, p[0] - 2, p[1]) || nbm_usable_size(p) < p[0] * 8)
+            atomic_fetch_add(&overlaps, 1);
+        nbm_free(p);
+        atomic_fetch_add(&consumed, 1);
+    }
+}
+
+static void test_prodcons(int pairs)
+{
+    pthread_t t[16];
+    atomic_store(&producers_left, pairs);
+    for (int i = 0; i < pairs; i++) {
+        CHECK(pthread_create(&t[2 * i], NULL, producer, (void *)(uintptr_t)(i + 1)) == 0);
+        CHECK(pthread_create(&t[2 * i + 1], NULL, consumer, (void *)(uintptr_t)(i + 1)) == 0);
+    }
+    for (int i = 0; i < 2 * pairs; i++)
+        pthread_join(t[i], NULL);
+    CHECK_EQ(atomic_load(&overlaps), 0);
+    CHECK_EQ(atomic_load(&consumed), (long)pairs * per_producer);
+    /* Every object was freed by a consumer onto a producer's page; the
+     * producers exited: nbm_purge collects their heaps. */
+    nbm_purge();
+    nbm_stats_t s;
+    nbm_get_stats(&s);
+    CHECK(s.chunk_bytes < ((size_t)1 << 20));
+    printf("producers/consumers: %d pairs x %ld objects, pages left %zu KiB\n", pairs, per_producer,
+           s.chunk_bytes >> 10);
+}
+
+int main(int argc, char **argv)
+{
+    size_t mib = 256;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--mib"))
+            mib = (size_t)atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--objects"))
+            per_producer = atol(argv[i + 1]);
+    }
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    int check_rss = 0;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+    int check_rss = 0;
+#else
+    int check_rss = 1;
+#endif
+#else
+    int check_rss = 1;
+#endif
+    test_return(mib, check_rss);
+    test_remote_page_reuse();
+    test_prodcons(2);
+    TEST_MAIN_END();
+}
