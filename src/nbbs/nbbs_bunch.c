@@ -11,6 +11,7 @@
 #define nb_cas_W nb_cas_u64
 #define nb_and_W nb_and_u64
 #define VER_ONE (UINT64_C(1) << 40) /* bits 40..63: a 24-bit version */
-#define VER_MASK ((WORD) ~(WORD)(VER_ONE - 1))
+#define SLOTS_W ((WORD)(VER_ONE - 1))
+#define VER_MASK ((WORD) ~SLOTS_W)
 _Static_assert(VER_ONE == UINT64_C(1) << (8 * SLOT_BITS), "the version sits just above the 8 slots");
 #include "nbbs_core.inc"

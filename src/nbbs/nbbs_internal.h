@@ -23,13 +23,14 @@
 
 /* Layout facts the code relies on. A BUNCH word is 8 slots (the bottom level
  * of a 4-level row: 8 + 4 + 2 + 1 = 15 nodes) and a 24-bit version above
- * them; a TREE byte is one slot and a 3-bit version. A slot's state fits in
- * its 5 bits. The index byte holds order + 1 <= NBBS_MAX_ORDER + 1, below
- * bit 7 (kept free for a per-block flag). */
+ * them; a TREE byte is one slot, two owner bits and a spare bit
+ * (nbbs_tree.c). A slot's state fits in its 5 bits. The index byte holds
+ * order + 1 <= NBBS_MAX_ORDER + 1, below bit 6 (bits 6 and 7: per-block
+ * flags). */
 _Static_assert(SLOT_BUSY < (1u << SLOT_BITS) && (SLOT_COAL_R << 1) == (1u << SLOT_BITS),
                "slot bits fill exactly SLOT_BITS bits");
 _Static_assert(8 * SLOT_BITS + 24 == 64, "a BUNCH word: 8 slots and a 24-bit version");
-_Static_assert(1 * SLOT_BITS + 3 == 8, "a TREE byte: 1 slot and a 3-bit version");
+_Static_assert(1 * SLOT_BITS + 2 < 8, "a TREE byte: 1 slot and 2 owner bits");
 _Static_assert(NBBS_MAX_ORDER + 1 < 64, "the index byte holds order + 1 below bit 6");
 
 /* Index byte bit 7: the block is held by a frame cache (nbbs_cache.c), or is

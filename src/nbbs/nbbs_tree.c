@@ -1,5 +1,8 @@
 /* nbbs_tree.c - NBBS_LAYOUT_TREE: one 8-bit state word per node, one CAS per
- * level climbed (the paper's 1-level layout). */
+ * level climbed (the paper's 1-level layout). Bits 0..4 are the slot, bit 5
+ * OWN_P and bit 6 OWN_D (the owner of the slot's clearing and its flag, see
+ * FN(clear_owned) in nbbs_core.inc), bit 7 is unused. No version: the owner
+ * bits make phase 3's ABA impossible instead of unlikely. */
 #include "nbbs_geometry.h"
 
 #define WORD uint8_t
@@ -10,7 +13,10 @@
 #define nb_store_rel_W nb_store_rel_u8
 #define nb_cas_W nb_cas_u8
 #define nb_and_W nb_and_u8
-#define VER_ONE ((uint8_t)0x20) /* bits 5..7: a 3-bit version */
-#define VER_MASK ((WORD) ~(WORD)(VER_ONE - 1))
-_Static_assert(VER_ONE == 1u << SLOT_BITS, "the version sits just above the one slot");
+#define SLOTS_W ((WORD)((1u << SLOT_BITS) - 1))
+#define VER_MASK ((WORD) ~SLOTS_W)
+#define OWN_P ((WORD)0x20) /* a phase 3 owns the clearing of this slot */
+#define OWN_D ((WORD)0x40) /* the owner must look below again before it clears */
+_Static_assert(OWN_P == 1u << SLOT_BITS && OWN_D == 2u << SLOT_BITS,
+               "the owner bits sit just above the one slot");
 #include "nbbs_core.inc"

@@ -54,6 +54,11 @@ static int check(const nbbs_t *b, unsigned r, uint64_t gp, int mode)
             want = (occ_l ? SLOT_OCC_L : 0) | (occ_r ? SLOT_OCC_R : 0);
         if (nbbs__slot(b, r, gp) != want)
             return -1;
+        /* TREE: the bits above the slot (the owner bits of phase 3) are
+         * clear with nothing in flight. */
+        if (b->lpw == 1 &&
+            (nb_peek_u8((const NBBS_ATOMIC(uint8_t) *)b->words + nbbs__pos(b, r, gp, 1).word) >> SLOT_BITS))
+            return -1;
     }
     return block || occ_l || occ_r || mode != V_FREE;
 }

@@ -11,6 +11,10 @@
  *           thread drops to the bottom), plus random stack slots, so that
  *           threads start their scans at random positions. One seed = one run.
  *   --replay SCHEDULE [--seed S]   re-runs one failing run exactly.
+ *   --prefix SCHEDULE   runs the schedule, then the lowest enabled thread
+ *           until the run ends (all end-of-run checks): a hand-written
+ *           interleaving as a regression test (with --expect-fail, the run
+ *           must fail).
  *
  * Without a mode it runs the suite: --dfs on every small scenario, then --pct
  * on every scenario for --budget seconds in all. A failure prints the seed,
@@ -113,11 +117,14 @@ static void seed_slots(const ex_scenario_t *s, uint64_t seed, unsigned *slots)
 typedef struct replay {
     const uint8_t *s;
     unsigned n;
+    bool prefix; /* --prefix: after the schedule, the lowest enabled thread runs to the end */
 } replay_t;
 
 static int replay_choose(void *ctx, unsigned step, unsigned enabled)
 {
     replay_t *r = ctx;
+    if (step >= r->n && r->prefix && enabled)
+        return __builtin_ctz(enabled);
     if (step >= r->n || !(enabled >> r->s[step] & 1)) {
         ex_fail("replay: the schedule does not fit this run at step %u", step);
         return -1;
@@ -145,7 +152,7 @@ static void report(const ex_scenario_t *s, const char *mode, long long seed, con
     printf(" --replay ");
     print_schedule(stdout, sched, n);
     printf("\n");
-    replay_t r = { sched, n };
+    replay_t r = { sched, n, false };
     ex_run(s, slots, replay_choose, &r, &again);
     bool same = again.failed && !strcmp(again.msg, msg);
     printf("  replayed: %s\n", same ? "same failure" : again.failed ? again.msg : "no failure (NOT deterministic)");
@@ -335,14 +342,14 @@ static void usage(void)
 {
     puts("usage: nbbs_explore [--list] [--dfs] [--pct] [--scenario NAME[,NAME...]]\n"
          "                    [--seed S] [--seeds N] [--budget SECONDS] [--max-runs N] [--no-por] [--no-marks]\n"
-         "                    [--replay SCHEDULE [--trace]] [--expect-fail] [--skip-known]\n"
+         "                    [--replay|--prefix SCHEDULE [--trace]] [--expect-fail] [--skip-known]\n"
          "Without --dfs/--pct/--replay: --dfs on the small scenarios, then --pct on all\n"
          "of them sharing --budget (default 20 s).");
 }
 
 int main(int argc, char **argv)
 {
-    bool dfs = false, pct = false, list = false;
+    bool dfs = false, pct = false, list = false, prefix = false;
     const char *names = NULL, *replay = NULL;
     long long seed = -1;
     unsigned long seeds = (unsigned long)-1, max_runs = (unsigned long)-1;
@@ -364,6 +371,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--budget") && v) budget = atof(v), i++;
         else if (!strcmp(a, "--max-runs") && v) max_runs = strtoul(v, NULL, 10), i++;
         else if (!strcmp(a, "--replay") && v) replay = v, i++;
+        else if (!strcmp(a, "--prefix") && v) replay = v, prefix = true, i++;
         else {
             usage();
             return 2;
@@ -406,7 +414,7 @@ int main(int argc, char **argv)
     if (replay) {
         static uint8_t sched[EX_MAX_STEPS];
         unsigned slots[EX_MAX_THREADS];
-        replay_t r = { sched, parse_schedule(replay, sched) };
+        replay_t r = { sched, parse_schedule(replay, sched), prefix };
         if (seed >= 0)
             seed_slots(todo[0], (uint64_t)seed, slots);
         else
@@ -414,7 +422,7 @@ int main(int argc, char **argv)
         ex_run(todo[0], slots, replay_choose, &r, &res);
         ex_trace = false;
         printf("%s\n", res.failed ? res.msg : "replay: no failure");
-        return res.failed ? 1 : 0;
+        return res.failed != expect_fail; /* --expect-fail: a planted bug must fail here */
     }
 
     if (!dfs && !pct)
