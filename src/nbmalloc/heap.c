@@ -139,7 +139,7 @@ static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
     bin->npages--;
     if (bin->page == pg) {
         bin->page = NULL;
-        bin->head = NULL;
+        bin->head = bin->lfree = NULL;
         bin->count = 0;
     }
     tc->drains++;
@@ -189,7 +189,7 @@ static void spares_decay(nbm_tcache_t *tc)
         release_spares(tc);
     }
     uint64_t now = nbm__os_now_ns();
-    if (now - tc->spare_since < nbm__opt.purge_delay_ns)
+    if (now - tc->spare_since < nbm__opt.purge_delay_ns / 2)
         return;
     for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
         release_top(tc, k, tc->spare_low[k]);
@@ -254,10 +254,17 @@ static void retire_current(nbm_bin_t *bin)
     nbm_page_t *pg = bin->page;
     if (!pg)
         return;
+    void **l = bin->lfree;
+    if (l) { /* the owner's frees join the list (a walk: pages change seldom) */
+        while (l[0])
+            l = l[0];
+        l[0] = bin->head;
+        bin->head = bin->lfree;
+    }
     pg->free = bin->head;
     pg->nfree = bin->count;
     bin->page = NULL;
-    bin->head = NULL;
+    bin->head = bin->lfree = NULL;
     bin->count = 0;
 }
 
@@ -311,6 +318,16 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
     nbm_bin_t *bin = &tc->bins[cls];
     const nbm_class_t *c = &nbm__classes[cls];
     bool recovered = false;
+    if (NBM_UNLIKELY(++tc->beat >= NBM_HEARTBEAT)) {
+        tc->beat = 0;
+        nbm__remote_flush(tc);
+        spares_decay(tc);
+    }
+    if (bin->lfree) { /* the owner's frees since the list was last empty */
+        bin->head = bin->lfree;
+        bin->lfree = NULL;
+        return true;
+    }
     for (;;) {
         nbm_page_t *pg = bin->page;
         if (pg) {
@@ -325,7 +342,7 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
             if ((bin->count = nbm__page_carve(pg, &bin->head, c->batch)) != 0)
                 return true;
         }
-        if (!bin->avail && bin->fresh >= 4 && bin->fresh * 4 >= bin->npages)
+        if (!bin->avail && bin->fresh * 4 >= bin->npages)
             sweep_bin(tc, bin);
         if (bin->avail) {
             make_current(bin, bin->avail);
@@ -359,10 +376,18 @@ void *nbm__small_alloc_generic(unsigned cls)
         bool fresh;
         return nbm__medium_alloc(nbm__classes[cls].size, 0, &fresh, NULL);
     }
+    nbm_rbuf_t *rb = &tc->rbuf[cls];
+    void **p = rb->head;
+    if (p) { /* held remote frees first, as in nbm__malloc_fast */
+        rb->head = p[0];
+        rb->n--;
+        p[1] = NULL;
+        return p;
+    }
     nbm_bin_t *bin = &tc->bins[cls];
     if (!bin->head && !refill(tc, cls))
         return NULL;
-    void **p = bin->head;
+    p = bin->head;
     bin->head = p[0];
     bin->count--;
     p[1] = NULL;
@@ -375,7 +400,41 @@ void nbm__small_free_generic(void *p, nbm_page_t *pg)
 {
     void **o = p;
     o[1] = (void *)((uintptr_t)p ^ nbm__secret);
-    nbm__page_free_remote(pg, o);
+    nbm__page_free_remote(pg, o, o);
+}
+
+/* Pushes the class's held remote frees onto their page (one CAS). */
+static void rbuf_push(nbm_rbuf_t *rb)
+{
+    if (!rb->n)
+        return;
+    nbm__page_free_remote(rb->page, rb->head, rb->tail);
+    rb->page = NULL;
+    rb->head = rb->tail = NULL;
+    rb->n = 0;
+}
+
+void nbm__remote_hold(nbm_tcache_t *tc, unsigned cls, nbm_page_t *pg, void **o)
+{
+    nbm_rbuf_t *rb = &tc->rbuf[cls];
+    if (rb->n && rb->page == pg) { /* full: o goes with the others */
+        o[0] = rb->head;
+        rb->head = o;
+        rb->n++;
+        rbuf_push(rb);
+        return;
+    }
+    rbuf_push(rb); /* another page's objects (every class holds at least two) */
+    o[0] = NULL;
+    rb->page = pg;
+    rb->head = rb->tail = o;
+    rb->n = 1;
+}
+
+void nbm__remote_flush(nbm_tcache_t *tc)
+{
+    for (unsigned c = 0; c < NBM_NCLASSES; c++)
+        rbuf_push(&tc->rbuf[c]);
 }
 
 static bool release_medium(nbm_tcache_t *tc)
@@ -393,6 +452,7 @@ static bool release_medium(nbm_tcache_t *tc)
 
 void nbm__tcache_flush(nbm_tcache_t *tc, bool spares)
 {
+    nbm__remote_flush(tc);
     collect_heap(tc, spares);
     release_medium(tc);
     nbm__desc_flush(tc);
@@ -421,6 +481,7 @@ bool nbm__heaps_collect(bool medium)
     nbm_tcache_t *tc = nbm__tc;
     bool any = false;
     if (tc) {
+        nbm__remote_flush(tc);
         any |= collect_heap(tc, true);
         if (medium)
             any |= release_medium(tc);

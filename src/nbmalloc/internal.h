@@ -76,7 +76,7 @@ typedef struct nbm_class {   /* 32 bytes: indexed with a shift */
     uint32_t shift;      /* size = odd << shift */
     uint32_t inv;        /* inverse of odd mod 2^32: offset check with one multiply */
     uint32_t lim;        /* UINT32_MAX / odd */
-    uint32_t batch;      /* objects per batch moved to/from the shared stack */
+    uint32_t batch;      /* objects carved at a time; half of it: remote frees held back */
 } nbm_class_t;
 
 NBM_HIDDEN extern nbm_class_t nbm__classes[NBM_NCLASSES];
@@ -169,8 +169,9 @@ _Static_assert(sizeof(nbm_page_t) == NBM_CACHE_LINE, "a page record is one cache
  * `head` (malloc pops, the owner's frees of its objects push: no atomic), and
  * the other pages the heap owns in the class. */
 typedef struct nbm_bin {
-    void    *head;        /* free objects of the current page */
-    uint32_t count;       /* objects on head */
+    void    *head;        /* free objects of the current page: malloc pops */
+    void    *lfree;       /* the owner's frees to the current page: free pushes */
+    uint32_t count;       /* objects on head and lfree */
     uint32_t npages;      /* pages on `pages` */
     nbm_page_t *page;     /* current page, NULL = none */
     nbm_page_t *avail;    /* non-current pages with free objects */
@@ -178,6 +179,27 @@ typedef struct nbm_bin {
     uint32_t fresh;       /* pages taken since the last sweep of `pages` */
     uint32_t pad;
 } nbm_bin_t;
+
+/* Every NBM_HEARTBEAT-th refill of a heap (its slow path, which even a
+ * program on the fast paths alone reaches: free pushes on lfree, malloc pops
+ * head, so head runs dry at least every page's worth of mallocs) pushes the
+ * held remote frees and runs the spare decay. */
+#define NBM_HEARTBEAT 16
+
+/* Another heap's objects freed by this thread and not yet pushed: a chain of
+ * one page's objects (linked by word 0, each tagged freed), pushed onto the
+ * page's remote list with one CAS when it holds half a class batch, when a
+ * free of the class goes to another page, and on the thread's slow paths
+ * (heartbeat, flush, exit, purge, recovery). The thread's own mallocs of
+ * the class take them first (nbm__malloc_fast). While `n` != 0 the page
+ * cannot become empty, so it stays the owner's; `page` means nothing when
+ * n == 0 (head is NULL then: the chain ends in NULL). */
+typedef struct nbm_rbuf {
+    nbm_page_t *page;
+    void    *head, *tail;
+    uint32_t n;
+    uint32_t pad;
+} nbm_rbuf_t;
 
 #define NBM_DESC_STASH 64
 #define NBM_MCACHE_ORDERS 8 /* medium blocks of 4..512 KiB: one per order per thread */
@@ -193,6 +215,7 @@ typedef struct nbm_tcache {
     uint32_t arena_hint;        /* arena tried first */
     uint32_t ndesc;             /* free descriptors held in desc[] */
     nbm_bin_t bins[NBM_NCLASSES];
+    nbm_rbuf_t rbuf[NBM_NCLASSES];   /* remote frees held back, per class */
     uint32_t desc[NBM_DESC_STASH];
     void    *mcache[NBM_MCACHE_ORDERS]; /* a freed medium block per order, reused first */
     nbm_page_t *spare[NBM_SPARE_ORDERS]; /* empty pages per page order, reused first (linked by next) */
@@ -200,6 +223,7 @@ typedef struct nbm_tcache {
     uint32_t spare_low[NBM_SPARE_ORDERS]; /* fewest spares since spare_since: not needed, released next */
     uint64_t spare_since;                 /* start of the current decay interval (ns) */
     uint32_t trim_seen;                   /* last recovery epoch seen */
+    uint32_t beat;                        /* refills since the last heartbeat */
     uint64_t refills, drains;   /* pages taken / given back; joined into the globals at exit */
     int64_t  medium_delta;      /* medium blocks allocated minus freed by this thread */
 } nbm_tcache_t;
@@ -330,7 +354,8 @@ NBM_HIDDEN uint32_t nbm__page_carved(const nbm_page_t *pg);
 NBM_HIDDEN uintptr_t nbm__page_base(const nbm_page_t *pg); /* the page's first byte */
 /* Takes the whole remote list: returns it (NULL: empty), its count and last object. */
 NBM_HIDDEN void *nbm__page_take_remote(nbm_page_t *pg, uint32_t *n, void ***last);
-NBM_HIDDEN void  nbm__page_free_remote(nbm_page_t *pg, void **o); /* one CAS */
+/* Pushes a chain of the page's objects, first..last linked by word 0, with one CAS. */
+NBM_HIDDEN void  nbm__page_free_remote(nbm_page_t *pg, void **first, void **last);
 NBM_HIDDEN void *nbm__page_unmake(nbm_page_t *pg); /* an empty page: its block */
 /* The one place an empty page's block goes back (see page.c). */
 NBM_HIDDEN void  nbm__page_release(void *block, unsigned order);
@@ -338,6 +363,10 @@ NBM_HIDDEN void  nbm__page_release(void *block, unsigned order);
 /* --- heaps (heap.c, desc.c) ------------------------------------------------------ */
 NBM_HIDDEN void *nbm__small_alloc_generic(unsigned cls);
 NBM_HIDDEN void  nbm__small_free_generic(void *p, nbm_page_t *pg);
+/* A free of another heap's object whose class buffer is full or holds
+ * another page's objects: the buffer is pushed, o starts it again. */
+NBM_HIDDEN void  nbm__remote_hold(nbm_tcache_t *tc, unsigned cls, nbm_page_t *pg, void **o);
+NBM_HIDDEN void  nbm__remote_flush(nbm_tcache_t *tc); /* every buffer pushed */
 /* The owner's free made a non-current page empty or no longer full. */
 NBM_HIDDEN void  nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg);
 NBM_HIDDEN void  nbm__tcache_flush(nbm_tcache_t *tc, bool spares); /* spares: give them back too */
@@ -365,14 +394,27 @@ NBM_HIDDEN int    nbm__posix_memalign(void **out, size_t align, size_t n);
  * Fast paths, inlined into nbm_malloc/nbm_free and malloc/free.
  * ------------------------------------------------------------------------ */
 
-/* About 10 instructions: a TLS load, a table lookup, a list pop and the
- * store that clears the freed-object tag. No atomic operation. */
+/* About 12 instructions: a TLS load, a table lookup, a list pop and the
+ * store that clears the freed-object tag. No atomic operation. Another
+ * heap's objects this thread freed and still holds (rbuf) go first: their
+ * lines are in this core's cache, and to their page they were never free
+ * (it counts them as in use until they are pushed), so handing one out
+ * again changes nothing there. */
 __attribute__((always_inline)) static inline void *nbm__malloc_fast(size_t n)
 {
     nbm_tcache_t *tc = nbm__tc;
     if (NBM_LIKELY(n <= NBM_FAST_MAX && tc != NULL)) {
-        nbm_bin_t *bin = &tc->bins[nbm__class_of_small[(n + 15) >> 4]];
-        void **p = (void **)bin->head;
+        unsigned cls = nbm__class_of_small[(n + 15) >> 4];
+        nbm_rbuf_t *rb = &tc->rbuf[cls];
+        void **p = (void **)rb->head;
+        if (p != NULL) {
+            rb->head = p[0]; /* the chain ends in NULL: n == 0 when head is */
+            rb->n--;
+            p[1] = NULL;
+            return p;
+        }
+        nbm_bin_t *bin = &tc->bins[cls];
+        p = (void **)bin->head;
         if (NBM_LIKELY(p != NULL)) {
             bin->head = p[0];
             bin->count--;
@@ -396,8 +438,9 @@ static inline bool nbm__offset_ok(const nbm_class_t *c, uintptr_t a, uint32_t w)
 
 /* About 30 instructions: owner lookup, class byte, offset check, tag check,
  * the page record, and a list push: onto the bin (the current page), onto
- * the page's own list (another page of this heap), or onto the page's remote
- * list with one CAS (another heap's page). */
+ * the thread's buffer for the page (another heap's page: no atomic, no touch
+ * of the page record; one CAS per half batch), or onto the page's own list
+ * (another page of this heap). */
 __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
 {
     uintptr_t a = (uintptr_t)p;
@@ -418,9 +461,18 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
             nbm_page_t *pg = nbm__page_at(ar, a, c->chunk_mask);
             nbm_bin_t *bin = &tc->bins[cls];
             if (NBM_LIKELY(pg == bin->page)) {
-                o[0] = bin->head;
-                bin->head = o;
+                o[0] = bin->lfree;
+                bin->lfree = o;
                 bin->count++;
+                return;
+            }
+            /* Another heap's page whose objects this thread holds back:
+             * such a page is never ours (it cannot empty meanwhile). */
+            nbm_rbuf_t *rb = &tc->rbuf[cls];
+            if (NBM_LIKELY(rb->page == pg && rb->n - 1u < (c->batch >> 1) - 1u)) { /* 0 < n < half */
+                o[0] = rb->head;
+                rb->head = o;
+                rb->n++;
                 return;
             }
             /* Relaxed: only this thread makes a page ours (or stops it
@@ -433,7 +485,7 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
                     nbm__page_changed(tc, pg);
                 return;
             }
-            nbm__page_free_remote(pg, o);
+            nbm__remote_hold(tc, cls, pg, o);
             return;
         }
     }
