@@ -114,14 +114,19 @@ static void avail_unlink(nbm_bin_t *bin, nbm_page_t *pg)
         pg->anext->aprev = pg->aprev;
 }
 
-static void page_link(nbm_bin_t *bin, nbm_page_t *pg)
+static nbm_binx_t *binx_of(nbm_tcache_t *tc, nbm_bin_t *bin)
+{
+    return &tc->binx[bin - tc->bins];
+}
+
+static void page_link(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
 {
     pg->prev = NULL;
     pg->next = bin->pages;
     if (bin->pages)
         bin->pages->prev = pg;
     bin->pages = pg;
-    bin->npages++;
+    binx_of(tc, bin)->npages++;
 }
 
 static void spares_decay(nbm_tcache_t *tc);
@@ -136,7 +141,7 @@ static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
         bin->pages = pg->next;
     if (pg->next)
         pg->next->prev = pg->prev;
-    bin->npages--;
+    binx_of(tc, bin)->npages--;
     if (bin->page == pg) {
         bin->page = NULL;
         bin->head = bin->lfree = NULL;
@@ -284,7 +289,7 @@ static uint32_t sweep_bin(nbm_tcache_t *tc, nbm_bin_t *bin)
             avail_push(bin, pg);
         }
     }
-    bin->fresh = 0;
+    binx_of(tc, bin)->fresh = 0;
     return released;
 }
 
@@ -342,7 +347,8 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
             if ((bin->count = nbm__page_carve(pg, &bin->head, c->batch)) != 0)
                 return true;
         }
-        if (!bin->avail && bin->fresh * 4 >= bin->npages)
+        nbm_binx_t *x = binx_of(tc, bin);
+        if (!bin->avail && x->fresh * 4 >= x->npages)
             sweep_bin(tc, bin);
         if (bin->avail) {
             make_current(bin, bin->avail);
@@ -362,8 +368,8 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
         }
         tc->refills++;
         spares_decay(tc);
-        bin->fresh++;
-        page_link(bin, pg);
+        x->fresh++;
+        page_link(tc, bin, pg);
         retire_current(bin);
         bin->page = pg;
     }
@@ -376,15 +382,13 @@ void *nbm__small_alloc_generic(unsigned cls)
         bool fresh;
         return nbm__medium_alloc(nbm__classes[cls].size, 0, &fresh, NULL);
     }
-    nbm_rbuf_t *rb = &tc->rbuf[cls];
-    void **p = rb->head;
+    nbm_bin_t *bin = &tc->bins[cls];
+    void **p = bin->rhead;
     if (p) { /* held remote frees first, as in nbm__malloc_fast */
-        rb->head = p[0];
-        rb->n--;
+        bin->rhead = p[0];
         p[1] = NULL;
         return p;
     }
-    nbm_bin_t *bin = &tc->bins[cls];
     if (!bin->head && !refill(tc, cls))
         return NULL;
     p = bin->head;
@@ -403,38 +407,37 @@ void nbm__small_free_generic(void *p, nbm_page_t *pg)
     nbm__page_free_remote(pg, o, o);
 }
 
-/* Pushes the class's held remote frees onto their page (one CAS). */
-static void rbuf_push(nbm_rbuf_t *rb)
+/* Pushes the bin's held remote frees onto their page (one CAS). */
+static void rheld_push(nbm_tcache_t *tc, nbm_bin_t *bin)
 {
-    if (!rb->n)
+    if (!bin->rhead)
         return;
-    nbm__page_free_remote(rb->page, rb->head, rb->tail);
-    rb->page = NULL;
-    rb->head = rb->tail = NULL;
-    rb->n = 0;
+    nbm__page_free_remote(bin->rpage, bin->rhead, binx_of(tc, bin)->rtail);
+    bin->rhead = NULL;
+    bin->rpage = NULL;
 }
 
-void nbm__remote_hold(nbm_tcache_t *tc, unsigned cls, nbm_page_t *pg, void **o)
+void nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o)
 {
-    nbm_rbuf_t *rb = &tc->rbuf[cls];
-    if (rb->n && rb->page == pg) { /* full: o goes with the others */
-        o[0] = rb->head;
-        rb->head = o;
-        rb->n++;
-        rbuf_push(rb);
+    if (bin->rhead && bin->rpage == pg) { /* full: o goes with the others */
+        o[0] = bin->rhead;
+        bin->rhead = o;
+        rheld_push(tc, bin);
         return;
     }
-    rbuf_push(rb); /* another page's objects (every class holds at least two) */
+    rheld_push(tc, bin); /* another page's objects */
     o[0] = NULL;
-    rb->page = pg;
-    rb->head = rb->tail = o;
-    rb->n = 1;
+    bin->rhead = o;
+    bin->rpage = pg;
+    binx_of(tc, bin)->rtail = o;
+    /* Half a carving batch (at least 2): one CAS per that many frees. */
+    bin->rroom = (nbm__classes[bin - tc->bins].batch >> 1) - 1;
 }
 
 void nbm__remote_flush(nbm_tcache_t *tc)
 {
     for (unsigned c = 0; c < NBM_NCLASSES; c++)
-        rbuf_push(&tc->rbuf[c]);
+        rheld_push(tc, &tc->bins[c]);
 }
 
 static bool release_medium(nbm_tcache_t *tc)

@@ -165,41 +165,46 @@ typedef struct nbm_page {     /* one cache line: no false sharing between pages 
 _Static_assert(sizeof(nbm_page_t) == NBM_CACHE_LINE, "a page record is one cache line");
 
 /* --- heaps (one per thread) ---------------------------------------------------- */
-/* A bin is a heap's share of one class: the current page, whose free list is
- * `head` (malloc pops, the owner's frees of its objects push: no atomic), and
- * the other pages the heap owns in the class. */
+/* A bin is a heap's share of one class, in one cache line (what malloc and
+ * free touch): the current page, whose free objects are `head` (malloc pops)
+ * and `lfree` (the owner's frees push: no atomic), the other pages the heap
+ * owns in the class, and the remote frees the thread holds back.
+ *
+ * Held remote frees (`rhead`): objects of one page of another heap
+ * (`rpage`), freed by this thread and not yet pushed, a chain linked by word
+ * 0 and ending in NULL, each tagged freed. Free adds to it while `rroom`
+ * allows; a free of the class to another page, a full chain, and the
+ * thread's slow paths (heartbeat, nbm_thread_flush, exit, purge, recovery)
+ * push it onto rpage's remote list with one CAS. The thread's own mallocs of
+ * the class take from it first: to rpage those objects never stopped being
+ * in use, so handing one out again changes nothing there, and their lines
+ * are in this core's cache. While rhead is not NULL rpage cannot become
+ * empty, so it stays the other heap's page; rpage means nothing otherwise. */
 typedef struct nbm_bin {
-    void    *head;        /* free objects of the current page: malloc pops */
-    void    *lfree;       /* the owner's frees to the current page: free pushes */
-    uint32_t count;       /* objects on head and lfree */
-    uint32_t npages;      /* pages on `pages` */
-    nbm_page_t *page;     /* current page, NULL = none */
-    nbm_page_t *avail;    /* non-current pages with free objects */
-    nbm_page_t *pages;    /* every page the heap owns in this class */
-    uint32_t fresh;       /* pages taken since the last sweep of `pages` */
-    uint32_t pad;
+    void    *head;
+    void    *lfree;
+    void    *rhead;
+    struct nbm_page *page;  /* current page, NULL = none */
+    struct nbm_page *rpage;
+    struct nbm_page *avail; /* non-current pages with free objects */
+    struct nbm_page *pages; /* every page the heap owns in this class */
+    uint32_t count;         /* objects on head and lfree */
+    uint32_t rroom;         /* objects rhead may still take before it is pushed */
 } nbm_bin_t;
+_Static_assert(sizeof(nbm_bin_t) == NBM_CACHE_LINE, "a bin is one cache line");
+
+/* The bin's colder half. */
+typedef struct nbm_binx {
+    void    *rtail;       /* rhead's last object */
+    uint32_t npages;      /* pages on `pages` */
+    uint32_t fresh;       /* pages taken since the last sweep of `pages` */
+} nbm_binx_t;
 
 /* Every NBM_HEARTBEAT-th refill of a heap (its slow path, which even a
  * program on the fast paths alone reaches: free pushes on lfree, malloc pops
  * head, so head runs dry at least every page's worth of mallocs) pushes the
  * held remote frees and runs the spare decay. */
 #define NBM_HEARTBEAT 16
-
-/* Another heap's objects freed by this thread and not yet pushed: a chain of
- * one page's objects (linked by word 0, each tagged freed), pushed onto the
- * page's remote list with one CAS when it holds half a class batch, when a
- * free of the class goes to another page, and on the thread's slow paths
- * (heartbeat, flush, exit, purge, recovery). The thread's own mallocs of
- * the class take them first (nbm__malloc_fast). While `n` != 0 the page
- * cannot become empty, so it stays the owner's; `page` means nothing when
- * n == 0 (head is NULL then: the chain ends in NULL). */
-typedef struct nbm_rbuf {
-    nbm_page_t *page;
-    void    *head, *tail;
-    uint32_t n;
-    uint32_t pad;
-} nbm_rbuf_t;
 
 #define NBM_DESC_STASH 64
 #define NBM_MCACHE_ORDERS 8 /* medium blocks of 4..512 KiB: one per order per thread */
@@ -215,7 +220,7 @@ typedef struct nbm_tcache {
     uint32_t arena_hint;        /* arena tried first */
     uint32_t ndesc;             /* free descriptors held in desc[] */
     nbm_bin_t bins[NBM_NCLASSES];
-    nbm_rbuf_t rbuf[NBM_NCLASSES];   /* remote frees held back, per class */
+    nbm_binx_t binx[NBM_NCLASSES];
     uint32_t desc[NBM_DESC_STASH];
     void    *mcache[NBM_MCACHE_ORDERS]; /* a freed medium block per order, reused first */
     nbm_page_t *spare[NBM_SPARE_ORDERS]; /* empty pages per page order, reused first (linked by next) */
@@ -365,7 +370,7 @@ NBM_HIDDEN void *nbm__small_alloc_generic(unsigned cls);
 NBM_HIDDEN void  nbm__small_free_generic(void *p, nbm_page_t *pg);
 /* A free of another heap's object whose class buffer is full or holds
  * another page's objects: the buffer is pushed, o starts it again. */
-NBM_HIDDEN void  nbm__remote_hold(nbm_tcache_t *tc, unsigned cls, nbm_page_t *pg, void **o);
+NBM_HIDDEN void  nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o);
 NBM_HIDDEN void  nbm__remote_flush(nbm_tcache_t *tc); /* every buffer pushed */
 /* The owner's free made a non-current page empty or no longer full. */
 NBM_HIDDEN void  nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg);
@@ -396,24 +401,18 @@ NBM_HIDDEN int    nbm__posix_memalign(void **out, size_t align, size_t n);
 
 /* About 12 instructions: a TLS load, a table lookup, a list pop and the
  * store that clears the freed-object tag. No atomic operation. Another
- * heap's objects this thread freed and still holds (rbuf) go first: their
- * lines are in this core's cache, and to their page they were never free
- * (it counts them as in use until they are pushed), so handing one out
- * again changes nothing there. */
+ * heap's objects this thread freed and still holds (rhead) go first. */
 __attribute__((always_inline)) static inline void *nbm__malloc_fast(size_t n)
 {
     nbm_tcache_t *tc = nbm__tc;
     if (NBM_LIKELY(n <= NBM_FAST_MAX && tc != NULL)) {
-        unsigned cls = nbm__class_of_small[(n + 15) >> 4];
-        nbm_rbuf_t *rb = &tc->rbuf[cls];
-        void **p = (void **)rb->head;
+        nbm_bin_t *bin = &tc->bins[nbm__class_of_small[(n + 15) >> 4]];
+        void **p = (void **)bin->rhead;
         if (p != NULL) {
-            rb->head = p[0]; /* the chain ends in NULL: n == 0 when head is */
-            rb->n--;
+            bin->rhead = p[0];
             p[1] = NULL;
             return p;
         }
-        nbm_bin_t *bin = &tc->bins[cls];
         p = (void **)bin->head;
         if (NBM_LIKELY(p != NULL)) {
             bin->head = p[0];
@@ -468,11 +467,10 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
             }
             /* Another heap's page whose objects this thread holds back:
              * such a page is never ours (it cannot empty meanwhile). */
-            nbm_rbuf_t *rb = &tc->rbuf[cls];
-            if (NBM_LIKELY(rb->page == pg && rb->n - 1u < (c->batch >> 1) - 1u)) { /* 0 < n < half */
-                o[0] = rb->head;
-                rb->head = o;
-                rb->n++;
+            if (NBM_LIKELY(pg == bin->rpage && bin->rhead && bin->rroom)) {
+                o[0] = bin->rhead;
+                bin->rhead = o;
+                bin->rroom--;
                 return;
             }
             /* Relaxed: only this thread makes a page ours (or stops it
@@ -485,7 +483,7 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
                     nbm__page_changed(tc, pg);
                 return;
             }
-            nbm__remote_hold(tc, cls, pg, o);
+            nbm__remote_hold(tc, bin, pg, o);
             return;
         }
     }
