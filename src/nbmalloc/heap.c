@@ -2,8 +2,11 @@
  * heap.c - per-thread heaps: the bins' slow paths, thread start and exit,
  * adoption of abandoned heaps, collection and recovery.
  *
- * The fast paths (internal.h) pop and push the current page's list in the
- * bin. Here, when a bin's list is empty (refill):
+ * The fast paths (internal.h) pop the bin's `head` and push its `lfree`
+ * (the current page's two lists) or the held remote frees. Here, when `head`
+ * is empty (refill), after the heartbeat (every NBM_HEARTBEAT-th refill:
+ * held remote frees pushed, spare decay):
+ *   0. the owner's frees, lfree, whole;
  *   1. the current page's remote frees (one exchange);
  *   2. the current page's uncarved tail (a batch at a time: lazy carving
  *      keeps untouched memory free of RSS);
@@ -180,12 +183,12 @@ static bool release_spares(nbm_tcache_t *tc)
 }
 
 /* Decay of spare pages (empty pages kept for the heap's next pages of any
- * class): every NBM_PURGE_DELAY_MS, the spares that were not needed during
+ * class): every half NBM_PURGE_DELAY_MS, the spares that were not needed during
  * the whole interval (the fewest held at any time in it) go back to the OS
  * and the back-end. A steady program keeps what it reuses; a shrinking one
  * returns its empty pages within two intervals of its next slow path. After
  * a thread ran out of memory (the recovery epoch moved), all go back. Called
- * on the slow paths that take or give pages. */
+ * on the slow paths that take or give pages and at the heartbeat. */
 static void spares_decay(nbm_tcache_t *tc)
 {
     uint32_t e = nbm_load_u32_relaxed(&trim_epoch);

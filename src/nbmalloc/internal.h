@@ -23,9 +23,10 @@
  * Small objects. Each thread has a heap (nbm_tcache_t) owning pages: back-end
  * blocks of one class, whose records (nbm_page_t) sit in the arena metadata
  * at the page's first unit. Per class, the heap's bin holds the current
- * page's free list (word 0 = next); the owner's frees to its other pages go
- * to their own lists, other threads' frees to the page's remote list (one
- * CAS), which the owner takes whole with one exchange. A freed object also
+ * page's free lists (word 0 = next); the owner's frees to its other pages go
+ * to their own lists, other threads' frees to the page's remote list (held
+ * back by the freeing thread, then one CAS per chain), which the owner takes
+ * whole with one exchange. A freed object also
  * carries a tag in word 1 (its address xor a per-process secret) that
  * exposes a double free; carving writes the same tag, so every object on any
  * free list carries it. Layers, each calling only downwards: API (alloc.c,
