@@ -2,11 +2,10 @@
  * heap.c - per-thread heaps: the bins' slow paths, thread start and exit,
  * adoption of abandoned heaps, collection and recovery.
  *
- * The fast paths (internal.h) pop the bin's `head` and push its `lfree`
- * (the current page's two lists) or the held remote frees. Here, when `head`
- * is empty (refill), after the heartbeat (every NBM_HEARTBEAT-th refill:
- * held remote frees pushed, spare decay):
- *   0. the owner's frees, lfree, whole;
+ * The fast paths (internal.h) pop and push the current page's list in the
+ * bin, or the held remote frees. Every NBM_HEARTBEAT-th fast malloc comes
+ * here for the heartbeat (held remote frees pushed, spare decay). When the
+ * bin's list is empty (refill):
  *   1. the current page's remote frees (one exchange);
  *   2. the current page's uncarved tail (a batch at a time: lazy carving
  *      keeps untouched memory free of RSS);
@@ -85,6 +84,7 @@ nbm_tcache_t *nbm__tcache_get(void)
     collect_heap(tc, false);
     tc->index = i;
     tc->arena_hint = i;
+    tc->tick = NBM_HEARTBEAT;
     pthread_setspecific(tcache_key, tc);
     nbm__tc = tc;
     tstate = NBM_T_LIVE;
@@ -147,7 +147,7 @@ static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
     binx_of(tc, bin)->npages--;
     if (bin->page == pg) {
         bin->page = NULL;
-        bin->head = bin->lfree = NULL;
+        bin->head = NULL;
         bin->count = 0;
     }
     tc->drains++;
@@ -262,17 +262,10 @@ static void retire_current(nbm_bin_t *bin)
     nbm_page_t *pg = bin->page;
     if (!pg)
         return;
-    void **l = bin->lfree;
-    if (l) { /* the owner's frees join the list (a walk: pages change seldom) */
-        while (l[0])
-            l = l[0];
-        l[0] = bin->head;
-        bin->head = bin->lfree;
-    }
     pg->free = bin->head;
     pg->nfree = bin->count;
     bin->page = NULL;
-    bin->head = bin->lfree = NULL;
+    bin->head = NULL;
     bin->count = 0;
 }
 
@@ -326,16 +319,6 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
     nbm_bin_t *bin = &tc->bins[cls];
     const nbm_class_t *c = &nbm__classes[cls];
     bool recovered = false;
-    if (NBM_UNLIKELY(++tc->beat >= NBM_HEARTBEAT)) {
-        tc->beat = 0;
-        nbm__remote_flush(tc);
-        spares_decay(tc);
-    }
-    if (bin->lfree) { /* the owner's frees since the list was last empty */
-        bin->head = bin->lfree;
-        bin->lfree = NULL;
-        return true;
-    }
     for (;;) {
         nbm_page_t *pg = bin->page;
         if (pg) {
@@ -385,6 +368,11 @@ void *nbm__small_alloc_generic(unsigned cls)
         bool fresh;
         return nbm__medium_alloc(nbm__classes[cls].size, 0, &fresh, NULL);
     }
+    if (NBM_UNLIKELY(tc->tick == 0)) { /* the fast path's countdown ran out */
+        tc->tick = NBM_HEARTBEAT;
+        nbm__remote_flush(tc);
+        spares_decay(tc);
+    }
     nbm_bin_t *bin = &tc->bins[cls];
     void **p = bin->rhead;
     if (p) { /* held remote frees first, as in nbm__malloc_fast */
@@ -411,11 +399,11 @@ void nbm__small_free_generic(void *p, nbm_page_t *pg)
 }
 
 /* Pushes the bin's held remote frees onto their page (one CAS). */
-static void rheld_push(nbm_tcache_t *tc, nbm_bin_t *bin)
+static void rheld_push(nbm_bin_t *bin)
 {
     if (!bin->rhead)
         return;
-    nbm__page_free_remote(bin->rpage, bin->rhead, binx_of(tc, bin)->rtail);
+    nbm__page_free_remote(bin->rpage, bin->rhead, bin->rtail);
     bin->rhead = NULL;
     bin->rpage = NULL;
 }
@@ -425,14 +413,14 @@ void nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o
     if (bin->rhead && bin->rpage == pg) { /* full: o goes with the others */
         o[0] = bin->rhead;
         bin->rhead = o;
-        rheld_push(tc, bin);
+        rheld_push(bin);
         return;
     }
-    rheld_push(tc, bin); /* another page's objects */
+    rheld_push(bin); /* another page's objects */
     o[0] = NULL;
     bin->rhead = o;
     bin->rpage = pg;
-    binx_of(tc, bin)->rtail = o;
+    bin->rtail = o;
     /* Half a carving batch (at least 2): one CAS per that many frees. */
     bin->rroom = (nbm__classes[bin - tc->bins].batch >> 1) - 1;
 }
@@ -440,7 +428,7 @@ void nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o
 void nbm__remote_flush(nbm_tcache_t *tc)
 {
     for (unsigned c = 0; c < NBM_NCLASSES; c++)
-        rheld_push(tc, &tc->bins[c]);
+        rheld_push(&tc->bins[c]);
 }
 
 static bool release_medium(nbm_tcache_t *tc)

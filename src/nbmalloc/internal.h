@@ -167,9 +167,9 @@ _Static_assert(sizeof(nbm_page_t) == NBM_CACHE_LINE, "a page record is one cache
 
 /* --- heaps (one per thread) ---------------------------------------------------- */
 /* A bin is a heap's share of one class, in one cache line (what malloc and
- * free touch): the current page, whose free objects are `head` (malloc pops)
- * and `lfree` (the owner's frees push: no atomic), the other pages the heap
- * owns in the class, and the remote frees the thread holds back.
+ * free touch): the current page, whose free list is `head` (malloc pops, the
+ * owner's frees push: no atomic), the other pages the heap owns in the
+ * class, and the remote frees the thread holds back.
  *
  * Held remote frees (`rhead`): objects of one page of another heap
  * (`rpage`), freed by this thread and not yet pushed, a chain linked by word
@@ -183,29 +183,28 @@ _Static_assert(sizeof(nbm_page_t) == NBM_CACHE_LINE, "a page record is one cache
  * empty, so it stays the other heap's page; rpage means nothing otherwise. */
 typedef struct nbm_bin {
     void    *head;
-    void    *lfree;
     void    *rhead;
+    void    *rtail;             /* rhead's last object */
     struct nbm_page *page;  /* current page, NULL = none */
     struct nbm_page *rpage;
     struct nbm_page *avail; /* non-current pages with free objects */
     struct nbm_page *pages; /* every page the heap owns in this class */
-    uint32_t count;         /* objects on head and lfree */
+    uint32_t count;         /* objects on head */
     uint32_t rroom;         /* objects rhead may still take before it is pushed */
 } nbm_bin_t;
 _Static_assert(sizeof(nbm_bin_t) == NBM_CACHE_LINE, "a bin is one cache line");
 
 /* The bin's colder half. */
 typedef struct nbm_binx {
-    void    *rtail;       /* rhead's last object */
     uint32_t npages;      /* pages on `pages` */
     uint32_t fresh;       /* pages taken since the last sweep of `pages` */
 } nbm_binx_t;
 
-/* Every NBM_HEARTBEAT-th refill of a heap (its slow path, which even a
- * program on the fast paths alone reaches: free pushes on lfree, malloc pops
- * head, so head runs dry at least every page's worth of mallocs) pushes the
- * held remote frees and runs the spare decay. */
-#define NBM_HEARTBEAT 16
+/* Every NBM_HEARTBEAT-th malloc on the fast path (a countdown there: a
+ * decrement of memory and a branch) goes to the slow path, which pushes the
+ * held remote frees and runs the spare decay: so even a program that only
+ * ever mallocs and frees on the fast paths gives its empty pages back. */
+#define NBM_HEARTBEAT 4096
 
 #define NBM_DESC_STASH 64
 #define NBM_MCACHE_ORDERS 8 /* medium blocks of 4..512 KiB: one per order per thread */
@@ -229,7 +228,7 @@ typedef struct nbm_tcache {
     uint32_t spare_low[NBM_SPARE_ORDERS]; /* fewest spares since spare_since: not needed, released next */
     uint64_t spare_since;                 /* start of the current decay interval (ns) */
     uint32_t trim_seen;                   /* last recovery epoch seen */
-    uint32_t beat;                        /* refills since the last heartbeat */
+    uint32_t tick;                        /* fast-path mallocs until the heartbeat */
     uint64_t refills, drains;   /* pages taken / given back; joined into the globals at exit */
     int64_t  medium_delta;      /* medium blocks allocated minus freed by this thread */
 } nbm_tcache_t;
@@ -400,13 +399,13 @@ NBM_HIDDEN int    nbm__posix_memalign(void **out, size_t align, size_t n);
  * Fast paths, inlined into nbm_malloc/nbm_free and malloc/free.
  * ------------------------------------------------------------------------ */
 
-/* About 12 instructions: a TLS load, a table lookup, a list pop and the
- * store that clears the freed-object tag. No atomic operation. Another
+/* About 14 instructions: a TLS load, the heartbeat countdown, a table
+ * lookup, a list pop and the store that clears the freed-object tag. No atomic operation. Another
  * heap's objects this thread freed and still holds (rhead) go first. */
 __attribute__((always_inline)) static inline void *nbm__malloc_fast(size_t n)
 {
     nbm_tcache_t *tc = nbm__tc;
-    if (NBM_LIKELY(n <= NBM_FAST_MAX && tc != NULL)) {
+    if (NBM_LIKELY(n <= NBM_FAST_MAX && tc != NULL && --tc->tick != 0)) {
         nbm_bin_t *bin = &tc->bins[nbm__class_of_small[(n + 15) >> 4]];
         void **p = (void **)bin->rhead;
         if (p != NULL) {
@@ -461,8 +460,8 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
             nbm_page_t *pg = nbm__page_at(ar, a, c->chunk_mask);
             nbm_bin_t *bin = &tc->bins[cls];
             if (NBM_LIKELY(pg == bin->page)) {
-                o[0] = bin->lfree;
-                bin->lfree = o;
+                o[0] = bin->head;
+                bin->head = o;
                 bin->count++;
                 return;
             }
