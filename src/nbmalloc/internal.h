@@ -219,7 +219,7 @@ typedef struct nbm_tcache {
     uint32_t index;
     uint32_t arena_hint;        /* arena tried first */
     uint32_t ndesc;             /* free descriptors held in desc[] */
-    nbm_bin_t bins[NBM_NCLASSES];
+    _Alignas(NBM_CACHE_LINE) nbm_bin_t bins[NBM_NCLASSES]; /* records are line-aligned: a bin is one line */
     nbm_binx_t binx[NBM_NCLASSES];
     uint32_t desc[NBM_DESC_STASH];
     void    *mcache[NBM_MCACHE_ORDERS]; /* a freed medium block per order, reused first */
