@@ -183,6 +183,9 @@ typedef struct bench_workload {
      * the suite's 3), e.g. more for figures that vary from run to run. */
     int           repeat;
     int           malloc_ok;   /* sizes and pattern make sense for the system malloc */
+    /* Only for the system malloc (real memory, sizes beyond the buddy
+     * arenas): the buddy allocators skip it. Implies malloc_ok. */
+    int           malloc_only;
     /* What the report plots, comma-separated: time_s, ops_per_s, alloc_ns,
      * free_ns or pair_ns (see bench/README.md). */
     const char   *metric;

@@ -118,7 +118,8 @@ void json_result(FILE *f, const bench_workload_t *w, const bench_allocator_t *a,
     json_summary(f, "cpu_pair_ns", summarize(rr, n, offsetof(run_result_t, cpu_pair_ns)), 0);
     json_summary(f, "alloc_ns", summarize(rr, n, offsetof(run_result_t, alloc_ns)), 0);
     json_summary(f, "free_ns", summarize(rr, n, offsetof(run_result_t, free_ns)), 0);
-    json_summary(f, "int_frag", summarize(rr, n, offsetof(run_result_t, int_frag)), 1);
+    json_summary(f, "int_frag", summarize(rr, n, offsetof(run_result_t, int_frag)), 0);
+    json_summary(f, "minflt", summarize(rr, n, offsetof(run_result_t, minflt)), 1);
     /* The workload's metrics, named as the first run names them. */
     fprintf(f, "},\n   \"metrics\": {");
     for (int k = 0; n > 0 && k < rr[0].nmetrics; k++)
@@ -130,11 +131,11 @@ void json_result(FILE *f, const bench_workload_t *w, const bench_allocator_t *a,
         fprintf(f, "%s\n    {\"wall_s\": %.6g, \"ops\": %llu, \"allocs\": %llu, \"frees\": %llu, "
                    "\"failed\": %llu, \"ops_per_s\": %.6g, \"ns_per_op\": %.6g, \"pair_ns\": %.6g, \"cpu_pair_ns\": %.6g, "
                    "\"alloc_ns\": %.6g, \"free_ns\": %.6g, \"thread_ops_min\": %llu, "
-                   "\"thread_ops_max\": %llu, \"int_frag\": %.6g, \"peak_rss_kb\": %ld, \"frag\": [",
+                   "\"thread_ops_max\": %llu, \"int_frag\": %.6g, \"peak_rss_kb\": %ld, \"minflt\": %.0f, \"frag\": [",
                 i ? "," : "", r->wall_s, (unsigned long long)r->ops, (unsigned long long)r->allocs,
                 (unsigned long long)r->frees, (unsigned long long)r->failed, r->ops_per_s, r->ns_per_op,
                 r->pair_ns, r->cpu_pair_ns, r->alloc_ns, r->free_ns, (unsigned long long)r->thread_ops_min,
-                (unsigned long long)r->thread_ops_max, r->int_frag, r->peak_rss_kb);
+                (unsigned long long)r->thread_ops_max, r->int_frag, r->peak_rss_kb, r->minflt);
         for (int s = 0; s < r->nsnaps; s++) {
             const bench_snap_t *sn = &r->snaps[s];
             fprintf(f, "%s{\"phase\": ", s ? ", " : "");
@@ -243,8 +244,8 @@ void list_json(FILE *f)
         json_field(f, "param", param_name(w), ", ");
         json_field(f, "values", w->values, ", ");
         json_field(f, "threads", w->threads, ", ");
-        fprintf(f, "\"min_threads\": %d, \"repeat\": %d, \"malloc_ok\": %d, ", w->min_threads, w->repeat,
-                w->malloc_ok);
+        fprintf(f, "\"min_threads\": %d, \"repeat\": %d, \"malloc_ok\": %d, \"malloc_only\": %d, ", w->min_threads,
+                w->repeat, w->malloc_ok, w->malloc_only);
         json_field(f, "metric", w->metric, ", ");
         json_field(f, "plot", w->plot ? w->plot : "threads", ", ");
         json_field(f, "show", w->show, ", ");

@@ -8,7 +8,8 @@ Reads every file nbbs-bench and bench/run.sh leave in the results directory:
   main-<scale>.json    the main suite (one per scale that was run)
   backend-*.json       the back-end targets (cached, fill-cost)
   count.json           the counting build (atomic operations)
-  frontend-<label>.json  the malloc comparison, one per preloaded malloc
+  frontend-<label>-<part>.json  the malloc comparison, per preloaded malloc and workload
+  memreturn-<label>.json  bench/memreturn under each malloc (RSS over time)
   lockfree_list.txt    bench/lockfree_list result lines
   notes.txt            what run.sh skipped, and why
 Writes <results>/<scale>-<workload>.png, frontend-*.png and the report.
@@ -87,6 +88,7 @@ METRIC = {  # key in summary, axis label, unit scale, lower is better
     "alloc_ns": ("alloc_ns", "ns per allocation", 1.0, True),
     "free_ns": ("free_ns", "ns per free", 1.0, True),
     "pair_ns": ("pair_ns", "ns per alloc+free pair (per thread)", 1.0, True),
+    "peak_rss": ("peak_rss_kb", "peak RSS (MiB)", 1 / 1024, True),  # front-end plots only
 }
 
 
@@ -654,14 +656,68 @@ def backend_section(outdir, lines):
         lines.append("")
 
 
+FE_ORDER = ["glibc", "jemalloc", "mimalloc", "tcmalloc", "nbmalloc"]
+FE_PEERS = ["jemalloc", "mimalloc", "tcmalloc"]  # "the best" of the issue's targets
+FE_OURS = "nbmalloc"
+FE_TARGETS = (1.0, 1.1, 1.2)  # time vs glibc (below), time vs best, peak RSS vs best
+FE_FAULTS_SHOWN = 10000       # a row's faults are tabulated when some malloc takes more
+
+
+def run_stats(r, key):
+    """Median, min, max of a per-run field (None where not measured)."""
+    v = [x[key] for x in r["runs"] if x.get(key) is not None and x[key] >= 0]
+    if not v:
+        return None
+    return statistics.median(v), min(v), max(v)
+
+
+def spread(st, runs):
+    """'±p%': half the min-max range of the runs over their median."""
+    if not st or st[0] <= 0 or runs < 2:
+        return ""
+    return f" ±{50 * (st[2] - st[1]) / st[0]:.0f}%"
+
+
+def fe_cost(r):
+    """Time per operation of a run (1/throughput): comparable across mallocs
+    for fixed-work and fixed-time workloads alike."""
+    v = med(r, "ops_per_s")
+    return 1.0 / v if v else None
+
+
+def fe_cell(r):
+    """Time (or throughput for timed workloads) and peak RSS of one result."""
+    if r is None:
+        return "–"
+    if r["metric"].split(",")[0] == "time_s":
+        st = run_stats(r, "wall_s")
+        t = f"{fmt(st[0])} s{spread(st, len(r['runs']))}" if st else "–"
+    else:
+        st = run_stats(r, "ops_per_s")
+        t = f"{fmt(st[0], 1e-6)} Mops/s{spread(st, len(r['runs']))}" if st else "–"
+    rss = run_stats(r, "peak_rss_kb")
+    return t + (f" · {rss[0] / 1024:.1f} MiB" if rss else "")
+
+
+def ratio_cell(x, limit):
+    if x is None:
+        return "–"
+    return f"{x:.2f}" + (" ✓" if x <= limit else " ✗")
+
+
 def frontend_section(outdir, lines, plots, notes):
-    files = sorted(glob.glob(os.path.join(outdir, "frontend-*.json")))
+    def part(path):  # frontend-<label>-<part>.json, parts in run order
+        stem = os.path.basename(path)[:-5].rsplit("-", 1)
+        return (stem[0], int(stem[1]) if len(stem) > 1 and stem[1].isdigit() else 0)
+    files = sorted(glob.glob(os.path.join(outdir, "frontend-*.json")), key=part)
     if not files and not notes:
         return
     lines.append("## Front-end comparison (malloc implementations, each in its own process)\n")
-    lines.append("nbbs-bench's `malloc` allocator calls the process's malloc/free, so each row is the same "
-                 "program under a different `LD_PRELOAD` (glibc: none). Medians of the runs; RSS = peak "
-                 "resident set during the run (VmHWM, reset before each run).\n")
+    lines.append("nbbs-bench's `malloc` allocator calls the process's malloc/free, so each column is the same "
+                 "program under a different `LD_PRELOAD` (glibc: none). Each cell: the median of the runs "
+                 "(± half their min–max range) and the median peak resident set of the run (VmHWM, reset "
+                 "before each run; memory the malloc kept from the process's earlier runs counts). Time for "
+                 "fixed-work workloads, throughput for timed ones.\n")
     # run.sh writes several files per malloc (frontend-<label>-<part>.json):
     # merge them by label.
     docs = []
@@ -672,42 +728,55 @@ def frontend_section(outdir, lines, plots, notes):
             same[0]["results"].extend(d["results"])
         else:
             docs.append(d)
-    order = ["glibc", "jemalloc", "mimalloc", "tcmalloc", "nbmalloc"]
-    docs.sort(key=lambda d: order.index(d["label"]) if d["label"] in order else 99)
+    docs.sort(key=lambda d: FE_ORDER.index(d["label"]) if d["label"] in FE_ORDER else 99)
     for n in notes:
-        if n.startswith("front-end") or n.startswith("lockfree_list"):
+        if n.startswith("front-end") or n.startswith("lockfree_list") or n.startswith("memreturn"):
             lines.append(f"- {n}")
     lines.append("")
     if not docs:
         return
     lines.append(f"Machine: {machine_line(docs[0])}.\n")
-    keys = []
+    labels = [d["label"] for d in docs]
+    res = {}  # (workload, param, threads) -> {label: result}
     for d in docs:
         for r in d["results"]:
-            k = (r["workload"], pval(r))
-            if k not in keys:
-                keys.append(k)
-    threads = sorted({r["threads"] for d in docs for r in d["results"]})
-    lines.append("| workload | malloc | " + " | ".join(f"T={t} time s" for t in threads) + " | "
-                 + " | ".join(f"T={t} Mops/s" for t in threads) + " | peak RSS MiB (max T) |")
-    lines.append("|---|---|" + "---|" * (2 * len(threads) + 1))
-    for wl, pv in keys:
-        for d in docs:
-            rs = {r["threads"]: r for r in d["results"] if r["workload"] == wl and pval(r) == pv}
-            if not rs:
-                continue
-            times = [fmt(med(rs[t], "wall_s")) if t in rs else "–" for t in threads]
-            tps = [fmt(med(rs[t], "ops_per_s"), 1e-6) if t in rs else "–" for t in threads]
-            tmax = max(rs)
-            rss = statistics.median([x["peak_rss_kb"] for x in rs[tmax]["runs"]]) / 1024
-            lines.append(f"| {wl} {pv} | {d['label']} | " + " | ".join(times) + " | " + " | ".join(tps)
-                         + f" | {rss:.1f} |")
+            res.setdefault((r["workload"], pval(r), r["threads"]), {})[d["label"]] = r
+    rows = list(res)
+    lines.append("| workload | T | " + " | ".join(labels) + " |")
+    lines.append("|---|---|" + "---|" * len(labels))
+    for k in rows:
+        wl, pv, t = k
+        lines.append(f"| {wl} {pv} | {t} | " + " | ".join(fe_cell(res[k].get(l)) for l in labels) + " |")
     lines.append("")
-    # Plots: one per workload, a line per malloc.
+    # Page faults where they matter (some malloc took many).
+    frows = [k for k in rows if any((run_stats(r, "minflt") or (0,))[0] > FE_FAULTS_SHOWN
+                                    for r in res[k].values())]
+    if frows:
+        lines.append("### Page faults (minor faults of the run, median)\n")
+        lines.append(f"Rows where some malloc took more than {FE_FAULTS_SHOWN} faults in a run; the last "
+                     f"column is {FE_OURS} over the fewest of the others (the issue's target for repeated "
+                     "large blocks: at most 2).\n")
+        lines.append("| workload | T | " + " | ".join(labels) + f" | {FE_OURS} / fewest |")
+        lines.append("|---|---|" + "---|" * (len(labels) + 1))
+        for k in frows:
+            wl, pv, t = k
+            f = {l: (run_stats(r, "minflt") or (None,))[0] for l, r in res[k].items()}
+            others = [v for l, v in f.items() if l != FE_OURS and v is not None]
+            rat = (f[FE_OURS] / max(min(others), 1)) if f.get(FE_OURS) is not None and others else None
+            lines.append(f"| {wl} {pv} | {t} | " + " | ".join(ifmt(f.get(l)) for l in labels)
+                         + f" | {ratio_cell(rat, 2.0)} |")
+        lines.append("")
+    frontend_targets(res, rows, labels, lines)
+    # Plots: one per workload, a line per malloc; the peak RSS below the time.
     colors = ["tab:gray", "tab:orange", "tab:purple", "tab:brown", "tab:blue", "tab:green"]
     by_wl = {}
     for d in docs:
         for r in d["results"]:
+            st = run_stats(r, "peak_rss_kb")
+            r["summary"]["peak_rss_kb"] = dict(median=st[0], min=st[1], max=st[2]) if st else \
+                dict(median=-1, min=-1, max=-1)
+            if "peak_rss" not in r["metric"].split(","):
+                r["metric"] += ",peak_rss"
             by_wl.setdefault(r["workload"], {}).setdefault(pval(r), {}).setdefault(d["label"], {})[r["threads"]] = r
     style = {d["label"]: dict(color=colors[i % len(colors)], marker="os^vDx"[i % 6], ls="-")
              for i, d in enumerate(docs)}
@@ -715,6 +784,114 @@ def frontend_section(outdir, lines, plots, notes):
         name = plot_workload(outdir, "frontend", wl, byparam, series_style=style, title_extra=" — malloc front-ends")
         plots.append(name)
         lines.append(f"![{wl}]({os.path.relpath(os.path.join(outdir, name), os.path.dirname(REPORT_PATH) or '.')})\n")
+
+
+def frontend_targets(res, rows, labels, lines):
+    """nbmalloc against glibc and the best of the peers, per workload and
+    thread count, with the number of cells that meet each target."""
+    lines.append(f"### {FE_OURS} against the targets\n")
+    peers = [l for l in FE_PEERS if l in labels]
+    if FE_OURS not in labels or "glibc" not in labels or not peers:
+        lines.append(f"Not computed: needs {FE_OURS}, glibc and at least one of {', '.join(FE_PEERS)} "
+                     f"(this run has {', '.join(labels)}).\n")
+        return
+    lines.append(f"Ratios of medians, {FE_OURS} over the other: time = time per operation (1 / throughput), "
+                 f"best = the best of {', '.join(peers)} for that figure. Targets (issue 13): faster than glibc "
+                 f"(time ratio below {FE_TARGETS[0]:g}), within {FE_TARGETS[1]:g}× of the best in time, within "
+                 f"{FE_TARGETS[2]:g}× of the best in peak RSS.\n")
+    lines.append("| workload | T | time / glibc | time / best | best in time | peak RSS / best | best in RSS |")
+    lines.append("|---|---|---|---|---|---|---|")
+    met = [0, 0, 0]
+    cells = 0
+    for k in rows:
+        rs = res[k]
+        if FE_OURS not in rs:
+            continue
+        ours = rs[FE_OURS]
+        c_ours = fe_cost(ours)
+        rss_ours = (run_stats(ours, "peak_rss_kb") or (None,))[0]
+        c_glibc = fe_cost(rs["glibc"]) if "glibc" in rs else None
+        cost = {l: fe_cost(rs[l]) for l in peers if l in rs and fe_cost(rs[l])}
+        rss = {l: run_stats(rs[l], "peak_rss_kb")[0] for l in peers if l in rs and run_stats(rs[l], "peak_rss_kb")}
+        best_t = min(cost, key=cost.get) if cost else None
+        best_m = min(rss, key=rss.get) if rss else None
+        r_glibc = c_ours / c_glibc if c_ours and c_glibc else None
+        r_time = c_ours / cost[best_t] if c_ours and best_t else None
+        r_rss = rss_ours / rss[best_m] if rss_ours and best_m else None
+        if r_glibc is None or r_time is None or r_rss is None:
+            continue
+        cells += 1
+        met[0] += r_glibc < FE_TARGETS[0]
+        met[1] += r_time <= FE_TARGETS[1]
+        met[2] += r_rss <= FE_TARGETS[2]
+        wl, pv, t = k
+        lines.append(f"| {wl} {pv} | {t} | {r_glibc:.2f}{' ✓' if r_glibc < FE_TARGETS[0] else ' ✗'} | "
+                     f"{ratio_cell(r_time, FE_TARGETS[1])} | {best_t} | {ratio_cell(r_rss, FE_TARGETS[2])} | "
+                     f"{best_m} |")
+    lines.append("")
+    lines.append(f"Cells meeting each target, of {cells}: faster than glibc **{met[0]}**, within "
+                 f"{FE_TARGETS[1]:g}× of the best in time **{met[1]}**, within {FE_TARGETS[2]:g}× of the best in "
+                 f"peak RSS **{met[2]}**.\n")
+
+
+def memreturn_section(outdir, lines, plots):
+    """bench/memreturn under each malloc: RSS over time after freeing many
+    64-byte objects, while running, after malloc_trim, and idle."""
+    docs = [load(p) for p in sorted(glob.glob(os.path.join(outdir, "memreturn-*.json")))]
+    if not docs:
+        return
+    docs.sort(key=lambda d: FE_ORDER.index(d["label"]) if d["label"] in FE_ORDER else 99)
+    d0 = docs[0]
+    below = d0["below_mib"]
+    lines.append("### Memory return: freed 64-byte objects\n")
+    lines.append(f"`bench/memreturn` under each malloc: {d0['mib']:g} MiB of 64-byte objects allocated and all "
+                 f"freed, then the resident set (`/proc/self/statm`) sampled every {d0['interval_s'] * 1000:g} ms: "
+                 f"{d0['run_s']:g} s while the program keeps running lightly (small malloc/free pairs every "
+                 f"millisecond), {d0['trim_s']:g} s after `malloc_trim(0)` (the preloaded malloc's if it has one, "
+                 f"else glibc's, which does nothing for another malloc's memory), then {d0['idle_s']:g} s with no "
+                 f"allocator call. One run per malloc. Targets (issue 13, for 1 GiB): under {below:g} MiB after "
+                 f"`malloc_trim`, and within 2 s without it.\n")
+    lines.append(f"| malloc | before | allocated | freed | after 2 s | after malloc_trim | idle end | "
+                 f"below {below:g} MiB at | alloc s | free s |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|")
+    mib = lambda kb: f"{kb / 1024:.1f}" if kb is not None and kb >= 0 else "–"  # noqa: E731
+    for d in docs:
+        tb = d["t_below_s"]
+        lines.append(f"| {d['label']} | {mib(d['rss_before_kb'])} | {mib(d['rss_alloc_kb'])} | "
+                     f"{mib(d['rss_free_kb'])} | {mib(d['rss_2s_kb'])} | {mib(d['rss_trim_kb'])}"
+                     f"{' ✓' if d['rss_trim_kb'] < below * 1024 else ' ✗'} | {mib(d['rss_idle_end_kb'])} | "
+                     f"{f'{tb:.2f} s' if tb >= 0 else 'never'}{' ✓' if 0 <= tb <= 2 else ' ✗'} | "
+                     f"{d['alloc_s']:.2f} | {d['free_s']:.2f} |")
+    lines.append("\nRSS in MiB; `before` is the program's start, `allocated` with every object live.\n")
+    colors = ["tab:gray", "tab:orange", "tab:purple", "tab:brown", "tab:blue", "tab:green"]
+    fig, ax = plt.subplots(figsize=(9, 4.6))
+    bounds = {}
+    for i, d in enumerate(docs):
+        s = d["samples"]
+        ax.plot([x[0] for x in s], [x[2] / 1024 for x in s], label=d["label"], color=colors[i % len(colors)],
+                lw=1.6, marker="o", ms=2, drawstyle="steps-post")
+        for (t, ph, _), prev in zip(s[1:], s[:-1]):
+            if ph != prev[1]:
+                bounds.setdefault(ph, []).append(t)
+    for ph, ts in bounds.items():
+        t = statistics.median(ts)
+        ax.axvline(t, color="k", ls=":", lw=1)
+        ax.text(t, ax.get_ylim()[1] * 0.5, "malloc_trim " if ph == "trim" else f"{ph} ", rotation=90,
+                ha="right", va="center", fontsize=8)
+    ax.axhline(below, color="tab:red", ls="--", lw=1)
+    ax.set_xlabel("seconds after the last free")
+    ax.set_ylabel("resident set (MiB)")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=9)
+    ax.set_title(f"RSS after freeing {d0['mib']:g} MiB of 64-byte objects (dashed: {below:g} MiB target)",
+                 fontsize=10)
+    fig.tight_layout()
+    name = "memreturn.png"
+    fig.savefig(os.path.join(outdir, name), dpi=90)
+    plt.close(fig)
+    plots.append(name)
+    lines.append(f"![memory return]({os.path.relpath(os.path.join(outdir, name), os.path.dirname(REPORT_PATH) or '.')})\n")
 
 
 def lockfree_list_section(outdir, lines):
@@ -791,8 +968,9 @@ def main():
     for d in main_docs:
         main_section(d, outdir, lines, plots)
     frontend_section(outdir, lines, plots, notes)
+    memreturn_section(outdir, lines, plots)
     lockfree_list_section(outdir, lines)
-    other = [n for n in notes if not (n.startswith("front-end") or n.startswith("lockfree_list"))]
+    other = [n for n in notes if not n.startswith(("front-end", "lockfree_list", "memreturn"))]
     if other:
         lines.append("## Notes from run.sh\n")
         lines.extend(f"- {n}" for n in other)

@@ -10,7 +10,9 @@
 #      95%, 5 runs each) and the counting build's atomic operations per op;
 #   4. the front-end comparison: nbbs-bench's malloc allocator under glibc
 #      and each LD_PRELOADed malloc, on every workload that declares a
-#      front-end run (one process per malloc and workload), plus
+#      front-end run (one process per malloc and workload; the workload's
+#      own thread counts and runs, else 1,2,4 and 5), the memory-return
+#      experiment (bench/memreturn under each malloc), plus
 #      bench/lockfree_list;
 #   5. bench/plot.py: PNGs in the results directory and the report.
 #
@@ -25,6 +27,8 @@
 #   --report F | BENCH_REPORT        report file (default REPORT.md)
 #   --build DIR | BENCH_BUILD        build directory (default build/release)
 #   --main-only | BENCH_MAIN_ONLY=1  skip targets, counting and front-end
+#   --frontend-only | BENCH_FRONTEND_ONLY=1  only the front-end comparison
+#                                    (the main suite's earlier results stay)
 #   --no-deps | BENCH_NO_DEPS=1      do not run scripts/deps.sh
 # A paper-scale run of three workloads, kept apart from the quick results:
 #   bash bench/run.sh --scale paper --workload linux-scalability,thread-test,constant-occupancy --main-only
@@ -39,6 +43,7 @@ OUT=${BENCH_OUT:-bench/results}
 REPORT=${BENCH_REPORT:-REPORT.md}
 BUILD=${BENCH_BUILD:-build/release}
 MAIN_ONLY=${BENCH_MAIN_ONLY:-0}
+FRONTEND_ONLY=${BENCH_FRONTEND_ONLY:-0}
 NO_DEPS=${BENCH_NO_DEPS:-0}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -50,12 +55,16 @@ while [ $# -gt 0 ]; do
     --report) REPORT=$2; shift 2 ;;
     --build) BUILD=$2; shift 2 ;;
     --main-only) MAIN_ONLY=1; shift ;;
+    --frontend-only) FRONTEND_ONLY=1; shift ;;
     --no-deps) NO_DEPS=1; shift ;;
-    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 case "$SCALE" in smoke|quick|paper) ;; *) echo "run.sh: --scale must be smoke, quick or paper" >&2; exit 2 ;; esac
+if [ "$MAIN_ONLY" = 1 ] && [ "$FRONTEND_ONLY" = 1 ]; then
+  echo "run.sh: --main-only and --frontend-only exclude each other" >&2; exit 2
+fi
 # The targets and the front-end use 5 runs, except in the seconds-long smoke.
 REPEAT5=5
 [ "$SCALE" = smoke ] && REPEAT5=1
@@ -69,7 +78,7 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 cmake --build "$BUILD" --target nbbs-bench nbbs-bench-count
 # Other engineers' programs the comparison uses; absent or broken is not fatal.
-cmake --build "$BUILD" --target lockfree_list
+cmake --build "$BUILD" --target lockfree_list memreturn
 for t in nbmalloc; do
   if ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q "^$t:"; then
     cmake --build "$BUILD" --target "$t" > "$BUILD/bench-$t.log" 2>&1 \
@@ -80,13 +89,14 @@ BENCH="$BUILD/bench/nbbs-bench"
 COUNT="$BUILD/bench/nbbs-bench-count"
 
 mkdir -p "$OUT"
-rm -f "$OUT"/main-"$SCALE".json
+[ "$FRONTEND_ONLY" = 1 ] || rm -f "$OUT"/main-"$SCALE".json
 # What the suite holds, for this script and for plot.py.
 "$BENCH" --list --json > "$OUT/workloads.json"
 PY=.venv/bin/python
 [ -x "$PY" ] || PY=python3
 if [ "$MAIN_ONLY" != 1 ]; then
-  rm -f "$OUT"/backend-*.json "$OUT"/count.json "$OUT"/frontend-*.json "$OUT"/lockfree_list.txt "$OUT"/notes.txt
+  [ "$FRONTEND_ONLY" = 1 ] || rm -f "$OUT"/backend-*.json "$OUT"/count.json
+  rm -f "$OUT"/frontend-*.json "$OUT"/memreturn-*.json "$OUT"/lockfree_list.txt "$OUT"/notes.txt
 fi
 note() { echo "$*" | tee -a "$OUT/notes.txt"; }
 t0=$(date +%s)
@@ -96,11 +106,13 @@ git diff --quiet HEAD -- src include 2>/dev/null || src="$src plus uncommitted c
 echo "scale $SCALE: library source $src, built in $BUILD, $(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$OUT/source-$SCALE.txt"
 
 # --- main suite ------------------------------------------------------------
-echo "== main suite: scale $SCALE, threads ${THREADS:-1,2,4,8 or each workload own list}, ${REPEAT:-3 or each workload own count} runs each"
-"$BENCH" --scale "$SCALE" --workload "$WORKLOADS" ${THREADS:+--threads "$THREADS"} ${REPEAT:+--repeat "$REPEAT"} \
-  --json "$OUT/main-$SCALE.json"
+if [ "$FRONTEND_ONLY" != 1 ]; then
+  echo "== main suite: scale $SCALE, threads ${THREADS:-1,2,4,8 or each workload own list}, ${REPEAT:-3 or each workload own count} runs each"
+  "$BENCH" --scale "$SCALE" --workload "$WORKLOADS" ${THREADS:+--threads "$THREADS"} ${REPEAT:+--repeat "$REPEAT"} \
+    --json "$OUT/main-$SCALE.json"
+fi
 
-if [ "$MAIN_ONLY" != 1 ]; then
+if [ "$MAIN_ONLY" != 1 ] && [ "$FRONTEND_ONLY" != 1 ]; then
   # --- back-end targets ----------------------------------------------------
   echo "== back-end targets ($REPEAT5 runs each)"
   "$BENCH" --scale "$SCALE" --workload cached --order 0,9 --threads 1,2,8 --repeat "$REPEAT5" \
@@ -112,20 +124,26 @@ if [ "$MAIN_ONLY" != 1 ]; then
   echo "== counting build: atomic operations per operation"
   "$COUNT" --scale "$SCALE" --workload cached,linux-scalability,thread-test,constant-occupancy,larson \
     --allocator nbbs-tree,nbbs-bunch --threads "${THREADS:-1,2,4,8}" --repeat 1 --quiet --json "$OUT/count.json"
+fi
 
+if [ "$MAIN_ONLY" != 1 ]; then
   # --- front-end comparison -------------------------------------------------
   echo "== front-end comparison: each malloc in its own process"
-  # One line per workload in the comparison: name, its flags, its quick-scale flags.
+  # One line per workload in the comparison: name, its flags, its quick-scale
+  # flags, its thread counts (its own list, else 1,2,4) and runs (its own
+  # count, else 5).
   FE_LIST=$("$PY" -c 'import json, sys
 for w in json.load(open(sys.argv[1]))["workloads"]:
     if w["malloc_ok"] and w["frontend"] is not None:
-        print(w["name"], w["frontend"] or "-", w["frontend_quick"] or "-", sep="\t")' "$OUT/workloads.json")
+        print(w["name"], w["frontend"] or "-", w["frontend_quick"] or "-", w["threads"] or "1,2,4",
+              w["repeat"] or 5, sep="\t")' "$OUT/workloads.json")
   LIBDIR=/usr/lib/x86_64-linux-gnu
   mimalloc=$( (dpkg -L libmimalloc2.0 2>/dev/null || true) | grep -E '/libmimalloc\.so\.2$' | head -1)
   [ -n "$mimalloc" ] || mimalloc=$LIBDIR/libmimalloc.so.2
   nbmalloc=$(find "$BUILD" -path '*src/nbmalloc/*' -name libnbmalloc.so 2>/dev/null | head -1)
-  for pair in "glibc:" "jemalloc:$LIBDIR/libjemalloc.so.2" "mimalloc:$mimalloc" \
-              "tcmalloc:$LIBDIR/libtcmalloc_minimal.so.4" "nbmalloc:$nbmalloc"; do
+  FE_MALLOCS=("glibc:" "jemalloc:$LIBDIR/libjemalloc.so.2" "mimalloc:$mimalloc"
+              "tcmalloc:$LIBDIR/libtcmalloc_minimal.so.4" "nbmalloc:$nbmalloc")
+  for pair in "${FE_MALLOCS[@]}"; do
     label=${pair%%:*}
     lib=${pair#*:}
     if [ "$label" != glibc ] && [ ! -f "$lib" ]; then
@@ -136,19 +154,46 @@ for w in json.load(open(sys.argv[1]))["workloads"]:
     # malloc is 10-100x faster than the back-ends: more work per run than the
     # main suite's quick scale, so a run lasts tens of milliseconds, not one.
     part=0
-    while IFS=$'\t' read -r wl fe feq; do
+    while IFS=$'\t' read -r wl fe feq fet fer; do
       part=$((part + 1))
       extra="--workload $wl"
       [ "$fe" = - ] || extra="$extra $fe"
       [ "$SCALE" != quick ] || [ "$feq" = - ] || extra="$extra $feq"
+      [ "$SCALE" != smoke ] || fer=1
+      tp=$(date +%s)
       # shellcheck disable=SC2086 # $extra is a list of flags
-      if ! env ${lib:+LD_PRELOAD=$lib} "$BENCH" --allocator malloc $extra --threads 1,2,4 \
-           --repeat "$REPEAT5" --scale "$SCALE" --label "$label" --quiet --json "$OUT/frontend-$label-$part.json"; then
+      if ! env ${lib:+LD_PRELOAD=$lib} "$BENCH" --allocator malloc $extra --threads "$fet" \
+           --repeat "$fer" --scale "$SCALE" --label "$label" --quiet --json "$OUT/frontend-$label-$part.json"; then
         note "front-end: $label run FAILED ($extra), those results are left out"
         rm -f "$OUT/frontend-$label-$part.json"
       fi
+      echo "   $wl: $(( $(date +%s) - tp )) s"
     done <<< "$FE_LIST"
   done
+  # The memory-return experiment: bench/memreturn under each malloc (1 GiB
+  # of 64-byte objects freed, then RSS sampled while running, after
+  # malloc_trim and idle).
+  mr="$BUILD/bench/memreturn"
+  case "$SCALE" in
+    smoke) mr_args="--mib 16 --run-s 0.2 --trim-s 0.1 --idle-s 0.1" ;;
+    quick) mr_args="--mib 1024 --run-s 2.5 --trim-s 0.5 --idle-s 1.5" ;;
+    paper) mr_args="--mib 1024 --run-s 6 --trim-s 2 --idle-s 6" ;;
+  esac
+  if [ -x "$mr" ]; then
+    echo "-- memory return ($mr_args)"
+    tp=$(date +%s)
+    for pair in "${FE_MALLOCS[@]}"; do
+      label=${pair%%:*}
+      lib=${pair#*:}
+      [ "$label" = glibc ] || [ -f "$lib" ] || continue
+      # shellcheck disable=SC2086 # $mr_args is a list of flags
+      env ${lib:+LD_PRELOAD=$lib} "$mr" $mr_args --label "$label" --json "$OUT/memreturn-$label.json" \
+        || { note "memreturn: $label run FAILED, left out"; rm -f "$OUT/memreturn-$label.json"; }
+    done
+    echo "   memreturn: $(( $(date +%s) - tp )) s"
+  else
+    note "memreturn: $mr not built, skipped"
+  fi
   lfl="$BUILD/bench/lockfree_list"
   if [ -x "$lfl" ]; then
     secs=0.5

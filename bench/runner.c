@@ -199,6 +199,8 @@ static int run_once(const bench_workload_t *w, const bench_allocator_t *a, const
     memset(r.threads, 0, sizeof(bench_thread_t) * (size_t)nthreads);
     pthread_barrier_init(&r.barrier, NULL, (unsigned)nthreads);
     int rss_reset = reset_peak_rss();
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
     for (int i = 0; i < nthreads; i++) {
         bench_thread_t *t = &r.threads[i];
         t->run = &r;
@@ -213,7 +215,9 @@ static int run_once(const bench_workload_t *w, const bench_allocator_t *a, const
     }
     for (int i = 0; i < nthreads; i++)
         pthread_join(tids[i], NULL);
+    getrusage(RUSAGE_SELF, &ru1);
     collect(&r, out, rss_reset);
+    out->minflt = (double)(ru1.ru_minflt - ru0.ru_minflt);
 
     pthread_barrier_destroy(&r.barrier);
     if (w->teardown)
@@ -305,6 +309,8 @@ static int compatible(const bench_workload_t *w, const bench_allocator_t *a, con
 {
     if (a->is_malloc && !w->malloc_ok)
         return 0; /* fills a bounded arena, or needs block orders */
+    if (!a->is_malloc && w->malloc_only)
+        return 0; /* needs real memory or sizes beyond any arena */
     if (T < w->min_threads)
         return 0;
     if (w->param == BENCH_PARAM_SIZE && (size_t)p->value > (p->arena.min_block << p->arena.max_order))

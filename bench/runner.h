@@ -46,6 +46,7 @@ typedef struct run_result {
     uint64_t ops, allocs, frees, failed, thread_ops_min, thread_ops_max;
     double   int_frag;     /* granted / requested bytes */
     long     peak_rss_kb;
+    double   minflt;       /* minor page faults of the process during the run */
     int      nsnaps;
     bench_snap_t snaps[BENCH_MAX_SNAPS];
     bench_atomics_t atomics;

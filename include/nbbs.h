@@ -220,6 +220,17 @@ int nbbs_validate(const nbbs_t *b);
  * and stores otherwise; the tree is touched only by batched refills and
  * drains.
  *
+ * Bulk refill: orders below 3 are refilled by taking whole blocks of order 3
+ * (8 min_blocks) from the tree, one tree operation each, and carving them
+ * into frames; the tree holds such a block as one live block until all its
+ * frames are free, then it goes back whole (on the drain, nbbs_free or
+ * reclaim that finds it so). Frames of a carved block that a drain leaves
+ * while some other frame of it is live stay free in it: they count as
+ * cached in the statistics, the cache uses them before it carves again, and
+ * allocations under pressure take them (splitting or combining frames). So
+ * nbbs_cache_drain and nbbs_reclaim_cached return such a block only when it
+ * is all free, and nbbs_free of a carved frame succeeds as for any block.
+ *
  * Memory order: as for nbbs_alloc / nbbs_free. A free through a cache
  * releases and the allocation (through any cache, or by taking it under
  * pressure) that next gets any part of that block acquires.
@@ -280,16 +291,20 @@ void *nbbs_cache_alloc(nbbs_cache_t *c, unsigned order);
  * exactly one returns 0. nbbs_cache_free(c, NULL) returns 0. */
 int nbbs_cache_free(nbbs_cache_t *c, void *p);
 
-/* Returns every block c holds to the tree. Owner only. Returns the number of
- * blocks returned (blocks another thread took from the cache meanwhile are
- * not counted), 0 if c is NULL. */
+/* Returns every block c holds to the tree. Owner only. Frames of a carved
+ * block go back with their block once all its frames are free; until then
+ * they stay free in it (see "Bulk refill"). Returns the number of blocks
+ * that went back to the tree, each frame of a carved block counted (blocks
+ * another thread took from the cache meanwhile are not counted), 0 if c is
+ * NULL. */
 size_t nbbs_cache_drain(nbbs_cache_t *c);
 
 /* Returns every block held by any cache of b to the tree, from any thread at
  * any time, concurrently with the caches' owners (who find the blocks gone
- * and refill). What an allocation under pressure does on its own; for a
+ * and refill); carved blocks named by the caches go back if all their
+ * frames are free. What an allocation under pressure does on its own; for a
  * kernel before a large allocation or an offline operation. Returns the
- * number of blocks returned, 0 if b is NULL. */
+ * number of blocks returned (as nbbs_cache_drain counts), 0 if b is NULL. */
 size_t nbbs_reclaim_cached(nbbs_t *b);
 
 #ifdef __cplusplus

@@ -121,6 +121,11 @@ struct inst {
 	unsigned long nframes;
 	const char *name;	/* "nbbs-bunch" or "nbbs-tree" */
 	atomic_t overlaps;	/* frames handed out twice, or freed unmarked */
+	/* Per-CPU frame caches (nbbs_cache_*), one per possible CPU id, used
+	 * through raw_smp_processor_id() with preemption off around each call,
+	 * as Linux uses its per-CPU page lists: one owner per cache at a time. */
+	nbbs_cache_t **cache;
+	void *cache_mem;
 };
 
 static int inst_init(struct inst *in, nbbs_layout_t layout, unsigned int log)
@@ -144,8 +149,33 @@ static int inst_init(struct inst *in, nbbs_layout_t layout, unsigned int log)
 	return in->b ? 0 : -EINVAL;
 }
 
+/* One frame cache per possible CPU on in (library defaults: orders 0..3,
+ * batch 16, capacity 64), attached for the instance's lifetime. */
+static int inst_caches(struct inst *in)
+{
+	size_t csz = nbbs_cache_size(NULL);
+	unsigned int i;
+	char *mem;
+
+	in->cache = kcalloc(nr_cpu_ids, sizeof(*in->cache), GFP_KERNEL);
+	in->cache_mem = kvmalloc(csz * nr_cpu_ids + NBBS_CACHE_ALIGN, GFP_KERNEL);
+	if (!in->cache || !in->cache_mem)
+		return -ENOMEM;
+	mem = PTR_ALIGN((char *)in->cache_mem, NBBS_CACHE_ALIGN);
+	for (i = 0; i < nr_cpu_ids; i++) {
+		in->cache[i] = nbbs_cache_init(mem + (size_t)i * csz, csz, in->b, NULL);
+		if (!in->cache[i])
+			return -EINVAL;
+	}
+	return 0;
+}
+
 static void inst_fini(struct inst *in)
 {
+	kfree(in->cache);
+	kvfree(in->cache_mem);	/* the caches live as long as the instance */
+	in->cache = NULL;
+	in->cache_mem = NULL;
 	kvfree(in->meta);
 	kvfree(in->bitmap);
 	in->meta = NULL;
@@ -213,16 +243,10 @@ static const char *const work_name[] = { "pairs", "held", "mixed", "fill", "free
 enum backend {
 	BE_NBBS,
 	BE_PAGES,
-	/*
-	 * PER-CPU CACHE (issue 11) GOES HERE. The core has no nbbs_cache_*
-	 * yet. When it lands: a BE_NBBS_CACHE backend whose alloc/free go
-	 * through the cache of raw_smp_processor_id() (one cache per CPU,
-	 * caller-provided memory, used with preemption disabled around each
-	 * call so that one owner holds a cache at a time), timed in the same
-	 * loops and reported as alloc=nbbs-bunch-cache; the checked phases
-	 * run with it too, and the drain empties every cache before
-	 * check_empty.
-	 */
+	/* Through the frame cache of raw_smp_processor_id(), preemption off
+	 * around each call so that one owner holds a cache at a time (as
+	 * Linux's per-CPU page lists); reported as alloc=nbbs-bunch-cache. */
+	BE_NBBS_CACHE,
 };
 
 struct worker {
@@ -276,7 +300,13 @@ static void *get(struct worker *w, unsigned int order)
 
 	if (w->be == BE_PAGES)
 		return alloc_pages(GFP_KERNEL | __GFP_NOWARN, order);
-	p = nbbs_alloc_order(w->in->b, order);
+	if (w->be == BE_NBBS_CACHE) {
+		preempt_disable();
+		p = nbbs_cache_alloc(w->in->cache[raw_smp_processor_id()], order);
+		preempt_enable();
+	} else {
+		p = nbbs_alloc_order(w->in->b, order);
+	}
 	if (p && w->checked)
 		mark(w->in, p, order);
 	return p;
@@ -290,6 +320,16 @@ static void put(struct worker *w, void *p, unsigned int order)
 	}
 	if (w->checked)
 		unmark(w->in, p, order);
+	if (w->be == BE_NBBS_CACHE) {
+		int rc;
+
+		preempt_disable();
+		rc = nbbs_cache_free(w->in->cache[raw_smp_processor_id()], p);
+		preempt_enable();
+		if (rc != 0)
+			w->bad_free++;
+		return;
+	}
 	if (nbbs_free(w->in->b, p) != 0)
 		w->bad_free++;
 }
@@ -586,15 +626,23 @@ static unsigned long sum_bad_free(void)
  * The checked phases
  * ------------------------------------------------------------------------ */
 
-static void phase(struct inst *in, enum work wk, bool nulls_allowed)
+/* Every frame the caches of in hold back to the tree (the workers are
+ * stopped: nbbs_reclaim_cached runs from any thread anyway). */
+static void caches_empty(struct inst *in, enum backend be)
 {
-	char name[24];
+	if (be == BE_NBBS_CACHE)
+		nbbs_reclaim_cached(in->b);
+}
+
+static void phase_be(struct inst *in, enum work wk, bool nulls_allowed, enum backend be)
+{
+	char name[32];
 
 	/* The contended phase runs contend_per_cpu threads on each CPU: the
 	 * scheduler then preempts them inside operations, leaving one
 	 * half-done for milliseconds while the others work on the same words. */
 	nworkers = wk == W_CONTEND ? nall : ncpus;
-	set_backend(in, BE_NBBS, true);
+	set_backend(in, be, true);
 	run_phase(wk);
 	if (wk == W_HELD || wk == W_MIXED || wk == W_IRQ || wk == W_CONTEND)
 		run_phase(W_DRAIN);
@@ -619,16 +667,24 @@ static void phase(struct inst *in, enum work wk, bool nulls_allowed)
 		check(wrong == 0, work_name[wk], "callbacks-not-in-hardirq", (long)wrong, 0);
 		pr_info("nbbs: IRQ phase=%s layout=%s hardirq_allocs=%lu\n", work_name[wk], in->name, ops);
 	}
-	snprintf(name, sizeof(name), "%s", work_name[wk]);
+	snprintf(name, sizeof(name), "%s%s", work_name[wk], be == BE_NBBS_CACHE ? "-cache" : "");
 	check(sum_bad_free() == 0, name, "free-of-live-block", (long)sum_bad_free(), 0);
 	if (!nulls_allowed)
 		check(sum_nulls() == 0, name, "alloc-null", (long)sum_nulls(), 0);
 	nworkers = ncpus;
+	caches_empty(in, be);
 	check_empty(in, name);
 }
 
-static void churn(struct inst *in)
+static void phase(struct inst *in, enum work wk, bool nulls_allowed)
 {
+	phase_be(in, wk, nulls_allowed, BE_NBBS);
+}
+
+static void churn(struct inst *in, enum backend be)
+{
+	const char *lname = be == BE_NBBS_CACHE ? "nbbs-bunch-cache" : in->name;
+	unsigned long nfree2m_reclaimed = 0;
 	unsigned long target = in->nframes / 100 * churn_pct, share = target / nworkers;
 	unsigned long nblocks = in->nframes >> HUGE_ORDER, nfree2m = 0, freed = 0, i;
 	nbbs_stats_t s;
@@ -638,7 +694,7 @@ static void churn(struct inst *in)
 
 	for (i = 0; i < nworkers; i++)
 		workers[i].share = min(share, workers[i].nslots);
-	set_backend(in, BE_NBBS, true);
+	set_backend(in, be, true);
 	if (run_phase(W_FILL))
 		return;
 	ok &= check(sum_nulls() == 0, "churn", "fill-null", (long)sum_nulls(), 0);
@@ -646,15 +702,16 @@ static void churn(struct inst *in)
 		return;
 	for (i = 0; i < nworkers; i++)
 		freed += workers[i].freed;
-	set_backend(in, BE_NBBS, true);
+	set_backend(in, be, true);
 	if (run_phase(W_REFILL))
 		return;
 	/* Only allocations ran since the free-half: a frame still free at the
 	 * end was free all along, so NULL would break nbbs_alloc's contract. */
 	ok &= check(sum_nulls() == 0, "churn", "refill-null", (long)sum_nulls(), 0);
 	nbbs_get_stats(in->b, &s);
-	ok &= check(s.live_blocks == share * nworkers, "churn", "live-after-refill",
-		    (long)s.live_blocks, (long)(share * nworkers));
+	/* frames held by caches count as live blocks in the statistics */
+	ok &= check(s.live_blocks - s.cached_blocks == share * nworkers, "churn", "live-after-refill",
+		    (long)(s.live_blocks - s.cached_blocks), (long)(share * nworkers));
 	ok &= check(nbbs_validate(in->b) == 0, "churn", "validate-full", nbbs_validate(in->b), 0);
 	map = kvmalloc(nblocks, GFP_KERNEL);
 	if (map) {
@@ -662,20 +719,34 @@ static void churn(struct inst *in)
 		ok &= check(n == (int)nblocks, "churn", "occupancy-map", n, (long)nblocks);
 		for (i = 0; n > 0 && i < (unsigned long)n; i++)
 			nfree2m += map[i] == NBBS_MAP_FREE;
+		/* With caches: also after every cached frame went back, as an
+		 * allocation of a 2 MiB block under pressure would have it. */
+		if (be == BE_NBBS_CACHE) {
+			nbbs_reclaim_cached(in->b);
+			n = nbbs_occupancy_map(in->b, HUGE_ORDER, map, nblocks);
+			for (i = 0; n > 0 && i < (unsigned long)n; i++)
+				nfree2m_reclaimed += map[i] == NBBS_MAP_FREE;
+		}
 		kvfree(map);
 	}
 	/* bound: the most 2 MiB blocks any placement could keep free */
-	pr_info("nbbs: CHURN layout=%s threads=%u fill_pct=%u frames=%lu freed=%lu free_2m=%lu bound_2m=%lu\n",
-		in->name, nworkers, churn_pct, in->nframes, freed, nfree2m,
-		(in->nframes - s.live_blocks) >> HUGE_ORDER);
-	set_backend(in, BE_NBBS, true);
+	if (be == BE_NBBS_CACHE)
+		pr_info("nbbs: CHURN layout=%s threads=%u fill_pct=%u frames=%lu freed=%lu free_2m=%lu bound_2m=%lu free_2m_after_reclaim=%lu\n",
+			lname, nworkers, churn_pct, in->nframes, freed, nfree2m,
+			(in->nframes - (s.live_blocks - s.cached_blocks)) >> HUGE_ORDER, nfree2m_reclaimed);
+	else
+		pr_info("nbbs: CHURN layout=%s threads=%u fill_pct=%u frames=%lu freed=%lu free_2m=%lu bound_2m=%lu\n",
+			lname, nworkers, churn_pct, in->nframes, freed, nfree2m,
+			(in->nframes - s.live_blocks) >> HUGE_ORDER);
+	set_backend(in, be, true);
 	if (run_phase(W_DRAIN))
 		return;
 	ok &= check(sum_bad_free() == 0, "churn", "free-of-live-block", (long)sum_bad_free(), 0);
 	for (i = 0; i < nworkers; i++)
 		workers[i].share = 0;
-	pr_info("nbbs: CHECK churn-phases/%s %s\n", in->name, ok ? "PASS" : "FAIL");
-	check_empty(in, "churn");
+	pr_info("nbbs: CHECK churn-phases/%s %s\n", lname, ok ? "PASS" : "FAIL");
+	caches_empty(in, be);
+	check_empty(in, be == BE_NBBS_CACHE ? "churn-cache" : "churn");
 }
 
 /* Every thread frees the same blocks at once: each must be freed once. */
@@ -816,8 +887,9 @@ out:
 
 static const enum work bench_work[] = { W_PAIRS, W_HELD, W_MIXED };
 #define NBENCH ARRAY_SIZE(bench_work)
-#define NALLOC 3 /* nbbs-bunch, nbbs-tree, alloc_pages */
-static const char *const alloc_name[NALLOC] = { "nbbs-bunch", "nbbs-tree", "alloc_pages" };
+#define NALLOC 4 /* nbbs-bunch, nbbs-tree, alloc_pages, nbbs-bunch through the per-CPU caches */
+static const char *const alloc_name[NALLOC] = { "nbbs-bunch", "nbbs-tree", "alloc_pages", "nbbs-bunch-cache" };
+#define A_PAGES 2
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -845,6 +917,7 @@ static u64 timed(struct inst *in, enum backend be, enum work wk)
 		ops += workers[i].ops;
 	}
 	run_phase(W_DRAIN);
+	caches_empty(in, be);
 	return ops ? div64_u64(t * 10, ops) : 0;
 }
 
@@ -858,14 +931,15 @@ static void bench(struct inst *insts)
 	for (r = 0; r < reps && !stuck; r++) {
 		for (k = 0; k < NBENCH && !stuck; k++) {
 			for (a = 0; a < NALLOC; a++) {
-				struct inst *in = a < 2 ? &insts[a] : NULL;
-				u64 v = timed(in, a < 2 ? BE_NBBS : BE_PAGES, bench_work[k]);
+				struct inst *in = a == A_PAGES ? NULL : &insts[a == 3 ? 0 : a];
+				u64 v = timed(in, a == A_PAGES ? BE_PAGES : a == 3 ? BE_NBBS_CACHE : BE_NBBS,
+					      bench_work[k]);
 
 				res[(a * NBENCH + k) * reps + r] = v;
 				pr_info("nbbs: BENCH workload=%s alloc=%s threads=%u rep=%u ops=%u ns_per_pair=%llu.%llu\n",
 					work_name[bench_work[k]], alloc_name[a], nworkers, r, iters,
 					v / 10, v % 10);
-				if (a < 2)
+				if (a != A_PAGES)
 					check(sum_bad_free() == 0, "bench", "free-of-live-block",
 					      (long)sum_bad_free(), 0);
 			}
@@ -876,10 +950,15 @@ static void bench(struct inst *insts)
 
 		for (a = 0; a < NALLOC; a++)
 			sort(&res[(a * NBENCH + k) * reps], reps, sizeof(u64), cmp_u64, NULL);
-		base = res[(2 * NBENCH + k) * reps + reps / 2];
-		for (a = 0; a < 2; a++) {
-			u64 m = res[(a * NBENCH + k) * reps + reps / 2];
-			u64 ratio = base ? div64_u64(m * 1000, base) : 0;
+		base = res[(A_PAGES * NBENCH + k) * reps + reps / 2];
+		for (a = 0; a < NALLOC; a++) {
+			u64 m;
+			u64 ratio;
+
+			if (a == A_PAGES)
+				continue;
+			m = res[(a * NBENCH + k) * reps + reps / 2];
+			ratio = base ? div64_u64(m * 1000, base) : 0;
 
 			pr_info("nbbs: RATIO workload=%s alloc=%s vs=alloc_pages threads=%u reps=%u median_ns=%llu.%llu base_ns=%llu.%llu ratio=%llu.%03llu\n",
 				work_name[bench_work[k]], alloc_name[a], nworkers, reps, m / 10, m % 10,
@@ -949,7 +1028,7 @@ static int __init nbbs_kmod_init(void)
 	if (inst_init(&insts[0], NBBS_LAYOUT_BUNCH, frames_log) ||
 	    inst_init(&insts[1], NBBS_LAYOUT_TREE, frames_log) ||
 	    inst_init(&small[0], NBBS_LAYOUT_BUNCH, CONTEND_LOG) ||
-	    inst_init(&small[1], NBBS_LAYOUT_TREE, CONTEND_LOG)) {
+	    inst_init(&small[1], NBBS_LAYOUT_TREE, CONTEND_LOG) || inst_caches(&insts[0])) {
 		check(false, "setup", "inst_init", 0, 0);
 		goto fini;
 	}
@@ -960,7 +1039,13 @@ static int __init nbbs_kmod_init(void)
 		phase(in, W_HELD, false);
 		phase(in, W_MIXED, true);
 		phase(in, W_IRQ, false);
-		churn(in);
+		churn(in, BE_NBBS);
+		if (i == 0 && !stuck) { /* the bunch instance again, through per-CPU caches */
+			phase_be(in, W_PAIRS, false, BE_NBBS_CACHE);
+			phase_be(in, W_HELD, false, BE_NBBS_CACHE);
+			phase_be(in, W_MIXED, true, BE_NBBS_CACHE);
+			churn(in, BE_NBBS_CACHE);
+		}
 		race(in);
 		if (!stuck)
 			phase(&small[i], W_CONTEND, true);

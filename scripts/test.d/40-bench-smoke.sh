@@ -5,7 +5,10 @@
 # and latency experiments, whose figures must be consistent: free huge blocks
 # never above the bound, percentiles in order), that `--list --json` agrees
 # with `--list`, that the plots are PNG files and that the report has its
-# sections. No timing is asserted.
+# sections, including the front-end shapes (malloc only, page faults per
+# run) and the memory-return experiment (bench/memreturn: its samples cover
+# the run, trim and idle phases; it refuses bad options). No timing is
+# asserted.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BENCH_BUILD:-build/release}
@@ -17,6 +20,13 @@ if [ ! -x "$BUILD/bench/nbbs-bench" ] || [ ! -x "$BUILD/bench/nbbs-bench-count" 
   cmake --build "$BUILD" --target nbbs-bench nbbs-bench-count
 fi
 B="$BUILD/bench/nbbs-bench"
+[ -x "$BUILD/bench/memreturn" ] || cmake --build "$BUILD" --target memreturn
+for bad in "--mib 0" "--interval-ms x" "--no-such-option" "--json"; do
+  # shellcheck disable=SC2086 # $bad is a list of arguments
+  if "$BUILD/bench/memreturn" $bad >/dev/null 2>&1; then
+    echo "bench-smoke: memreturn accepted $bad" >&2; exit 1
+  fi
+done
 
 # The command line must refuse what it does not know.
 if "$B" --workload no-such-workload --quiet >/dev/null 2>&1; then
@@ -55,7 +65,7 @@ for w in wl_names:
 
 SUMMARY = ["wall_s", "ops_per_s", "ns_per_op", "pair_ns", "cpu_pair_ns", "alloc_ns", "free_ns", "int_frag"]
 RUN = ["wall_s", "ops", "allocs", "frees", "failed", "ops_per_s", "ns_per_op", "alloc_ns", "free_ns",
-       "thread_ops_min", "thread_ops_max", "int_frag", "peak_rss_kb", "frag"]
+       "thread_ops_min", "thread_ops_max", "int_frag", "peak_rss_kb", "minflt", "frag"]
 
 def load(name):
     path = os.path.join(res, name)
@@ -95,6 +105,11 @@ if main:
     check(seen_w == set(wl_names), f"main: workloads missing: {set(wl_names) - seen_w}")
     check(seen_a == set(al_names), f"main: allocators missing: {set(al_names) - seen_a}")
     check({r["threads"] for r in main["results"]} == {1, 2}, "main: thread counts are not 1,2")
+    only = {w["name"] for w in lst["workloads"] if w.get("malloc_only")}
+    check(only, "no malloc-only workload")
+    for r in main["results"]:
+        if r["workload"] in only:
+            check(r["allocator"] == "malloc", f"main: malloc-only {r['workload']} ran on {r['allocator']}")
     plots = {w["name"]: w["plot"] for w in lst["workloads"]}
     churn = [r for r in main["results"] if plots.get(r["workload"]) == "churn"]
     lat = [r for r in main["results"] if plots.get(r["workload"]) == "cdf"]
@@ -126,11 +141,21 @@ if d:
     check_doc("count.json", d, counting=True)
 fe = [f for f in os.listdir(res) if f.startswith("frontend-") and f.endswith(".json")]
 check(any(f.startswith("frontend-glibc") for f in fe), "no glibc front-end results")
+fe_seen = set()
 for f in fe:
     d = load(f)
     if d:
         check_doc(f, d)
         check(f.startswith("frontend-" + d["label"] + "-"), f"{f}: label {d['label']}")
+        fe_seen |= {r["workload"] for r in d["results"]}
+fe_want = {w["name"] for w in lst["workloads"] if w["malloc_ok"] and w["frontend"] is not None}
+check(fe_seen == fe_want, f"front-end: workloads missing: {fe_want - fe_seen}")
+mr = load("memreturn-glibc.json") if os.path.exists(os.path.join(res, "memreturn-glibc.json")) else None
+check(mr is not None, "no memreturn-glibc.json")
+if mr:
+    check({s[1] for s in mr["samples"]} == {"run", "trim", "idle"}, "memreturn: a phase has no sample")
+    check(all(s[2] > 0 for s in mr["samples"]), "memreturn: a sample has no RSS")
+    check(mr["rss_alloc_kb"] > mr["rss_before_kb"], "memreturn: allocating did not raise the RSS")
 
 pngs = [f for f in os.listdir(res) if f.endswith(".png")]
 for w in wl_names:
@@ -141,7 +166,8 @@ for f in pngs:
 report = open(os.path.join(tmp, "REPORT.md")).read()
 for s in ("## Back-end targets", "## Main suite, scale `smoke`", "## Front-end comparison",
           "nbbs-bunch vs bunch-sl", "nbbs-tree vs lists-sl", "Atomic operations per operation",
-          "### Huge frames under churn", "### Tail latency"):
+          "### Huge frames under churn", "### Tail latency", "### Memory return", "memreturn.png",
+          "### nbmalloc against the targets"):
     check(s in report, f"REPORT.md has no '{s}'")
 
 if errors:

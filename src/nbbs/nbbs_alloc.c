@@ -37,6 +37,8 @@ int nbbs_free(nbbs_t *b, void *p)
     if (leaf == UINT64_MAX)
         return NBBS_EINVAL;
     uint8_t v = nb_load_u8(&b->index[leaf]);
+    if (v & NBBS_IDX_CARVED && !(v & NBBS_IDX_CACHED))
+        return nbbs__carved_free(b, leaf, v); /* a frame of a block a cache carved */
     if (v == 0 || (v & NBBS_IDX_CACHED) || !nb_cas_u8(&b->index[leaf], &v, 0))
         return NBBS_EINVAL; /* not live, in a cache, or a concurrent free won */
     nbbs__free_leaf(b, leaf, v - 1u);
@@ -67,5 +69,5 @@ size_t nbbs_block_size(const nbbs_t *b, const void *p)
     if (leaf == UINT64_MAX)
         return 0;
     uint8_t v = nb_load_u8(&b->index[leaf]);
-    return v && !(v & NBBS_IDX_CACHED) ? b->min_block << (v - 1u) : 0;
+    return v && !(v & NBBS_IDX_CACHED) ? b->min_block << ((v & NBBS_IDX_ORDER) - 1u) : 0;
 }

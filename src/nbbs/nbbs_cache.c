@@ -11,12 +11,27 @@
  * empty). An entry whose CAS fails was taken by someone else and is dropped.
  * So stealing needs no cooperation from the owner and the owner needs no
  * lock: one CAS per cached alloc, one per cached free.
+ *
+ * Bulk refill (orders below NBBS_CARVE_ORDER): a refill takes whole blocks
+ * of NBBS_CARVE_ORDER (8 leaves) from the tree, one tree operation each, and
+ * carves them into frames of the wanted order. The tree keeps such a block
+ * as one live block; its 8 index bytes (one aligned 64-bit word) carry
+ * NBBS_IDX_CARVED and describe its frames, each live (order + 1 | CARVED)
+ * or free (| CACHED). A free frame is named on some cache's stack, or on
+ * none (a drain or an nbbs_free left it there); either way whoever takes it
+ * does so with one CAS. The block goes back to the tree whole, with one CAS
+ * on its word, as soon as a drain, a free or a reclaim finds all its frames
+ * free; until then its free frames are found under pressure by a scan of
+ * the index words (carved_take).
  */
 #include "nbbs_atomic.h"
 #include "nbbs_internal.h"
 
 #define CACHE_MAGIC UINT64_C(0x6e6262732d636331) /* "nbbs-cc1" */
 #define CACHE_MAX_CAPACITY (1u << 20)
+#define CACHE_PARTS 8 /* carved blocks with free frames a cache remembers per order */
+#define CACHE_HARVEST 4096 /* carved blocks a refill looks at for free frames, at most (32 Ki leaves) */
+#define CACHE_BACKOFF 8 /* refills that skip carving after the tree had no block for it */
 #define ALIGN_UP(x, a) (((x) + ((size_t)(a) - 1)) & ~((size_t)(a) - 1))
 
 struct nbbs_cache {
@@ -24,6 +39,26 @@ struct nbbs_cache {
     nbbs_t                *b;
     NBBS_ATOMIC(uint64_t)  next;     /* the next cache attached to b; set before the cache is published */
     unsigned               orders, batch, capacity;
+    /* Per order: carved blocks per refill (0: the order is refilled frame by
+     * frame, as orders >= NBBS_CARVE_ORDER always are). */
+    unsigned               groups[NBBS_CACHE_MAX_ORDERS];
+    /* Per order: carved blocks that a drain left with free frames of that
+     * order but could not return whole (some frame live). A refill names
+     * their free frames again before it carves a new block, so frames freed
+     * into a carved block are reused first and the block fills up (or
+     * empties) instead of lingering half used. Owner only, plain. */
+    uint64_t               part[NBBS_CARVE_ORDER][CACHE_PARTS];
+    unsigned               nparts[NBBS_CARVE_ORDER];
+    /* Per order: refills left that do not try to carve (the tree had no
+     * block of the carve order lately: a failed tree scan is costly). */
+    unsigned               backoff[NBBS_CACHE_MAX_ORDERS];
+    /* Per order below the carve order: a drain of this cache left free
+     * frames in carved blocks it could not return whole since a harvest
+     * last came back empty. A refill then harvests before it carves, so the
+     * frames freed into carved blocks are used before new blocks are cut
+     * from the tree (which would break free huge blocks). Owner only. */
+    bool                   stranded[NBBS_CARVE_ORDER];
+    uint64_t               swept[NBBS_CARVE_ORDER]; /* carved blocks the empty harvests since looked at */
     /* Per order: how many entries of its stack are in use. Written by the
      * owner only; read by other threads as a bound of their sweep. */
     NBBS_ATOMIC(uint64_t)  count[NBBS_CACHE_MAX_ORDERS];
@@ -69,33 +104,203 @@ static inline void *addr_of(const nbbs_t *b, uint64_t leaf)
     return (void *)(b->base + ((uintptr_t)leaf << b->min_shift));
 }
 
-/* Take the cached block of this order at leaf: its index byte goes from
- * "cached" to v (order + 1: the block is the caller's; 0: it is on its way
- * back to the tree). False if the block is not cached with this order any
- * more (someone else took it). */
-static inline bool claim(const nbbs_t *b, uint64_t leaf, unsigned order, uint8_t v)
+/* The 8 index bytes of the carved block that starts at leaf g0 (a multiple
+ * of 8), as one 64-bit word; and that word's bytes in memory order (a union
+ * reads them the same way on either byte order). */
+typedef union {
+    uint64_t w;
+    uint8_t  by[8];
+} carve_word_t;
+
+#define CARVE_LEAVES (1u << NBBS_CARVE_ORDER)
+#define BYTES_HI UINT64_C(0x8080808080808080)
+
+static inline NBBS_ATOMIC(uint64_t) *carve_word(const nbbs_t *b, uint64_t g0)
 {
-    uint8_t want = (uint8_t)((order + 1u) | NBBS_IDX_CACHED);
+    return (NBBS_ATOMIC(uint64_t) *)(void *)&b->index[g0];
+}
+
+/* Can this instance carve at all: a block of the carve order exists and the
+ * index bytes of each carved block are one aligned word. */
+static inline bool can_carve(const nbbs_t *b)
+{
+    return b->max_order >= NBBS_CARVE_ORDER && ((uintptr_t)b->index & 7u) == 0;
+}
+
+/* Every frame of the carved word x is free (and x is a carved block). */
+static inline bool carve_all_free(carve_word_t x)
+{
+    if (!(x.by[0] & NBBS_IDX_CARVED))
+        return false;
+    for (unsigned j = 0; j < CARVE_LEAVES; j++)
+        if (x.by[j] && !(x.by[j] & NBBS_IDX_CACHED))
+            return false;
+    return true;
+}
+
+/* The carved block at g0 goes back to the tree if all its frames are free:
+ * one CAS takes its word from exactly that state to 0 (so the decision rests
+ * on the word's current value, not on how it got there), then the rest of a
+ * free of the whole block. One attempt: a CAS fails only because a frame
+ * changed, and a frame that became free since our load is followed by its
+ * freer's own attempt. */
+static unsigned try_merge(nbbs_t *b, uint64_t g0)
+{
+    NBBS_ATOMIC(uint64_t) *w = carve_word(b, g0);
+    carve_word_t x;
+    x.w = nb_load_u64(w);
+    if (!carve_all_free(x) || !nb_cas_u64(w, &x.w, 0))
+        return 0;
+    nbbs__free_leaf(b, g0, NBBS_CARVE_ORDER);
+    unsigned frames = 0; /* the frames that went back with it */
+    for (unsigned j = 0; j < CARVE_LEAVES; j++)
+        frames += x.by[j] != 0;
+    return frames;
+}
+
+/* In word y, take the region of 2^order leaves at byte o if it is free: a
+ * free frame of that order or larger starting at o (a larger one is split,
+ * its other halves staying free frames), or free frames that fill the
+ * region. The region becomes one live frame. False if it is not free. */
+static bool take_region(carve_word_t *y, unsigned o, unsigned order)
+{
+    /* volatile: a loop of zero stores into the word must not become a
+     * call to memset (the freestanding core needs no libc function). */
+    volatile uint8_t *by = y->by;
+    uint8_t v0 = by[o];
+    if (!(v0 & NBBS_IDX_CARVED))
+        return false; /* inside a larger frame: that frame's start decides */
+    unsigned k0 = (v0 & NBBS_IDX_ORDER) - 1u;
+    if (k0 >= order) {
+        if (!(v0 & NBBS_IDX_CACHED))
+            return false;
+        for (unsigned j = order; j < k0; j++)
+            by[o + (1u << j)] = (uint8_t)((j + 1u) | NBBS_IDX_CARVED | NBBS_IDX_CACHED);
+    } else {
+        for (unsigned i = o; i < o + (1u << order); i++)
+            if (by[i] && !(by[i] & NBBS_IDX_CACHED))
+                return false;
+        for (unsigned i = o + 1; i < o + (1u << order); i++)
+            by[i] = 0;
+    }
+    by[o] = (uint8_t)((order + 1u) | NBBS_IDX_CARVED);
+    return true;
+}
+
+/* Under pressure: a free frame of this order (or one that can be split, or
+ * free frames that make one) in any carved block, named on a stack or not.
+ * One CAS on the carved block's word takes it; a failed CAS means a frame
+ * of that block changed (another thread's progress), and the block is
+ * looked at again with its new value. */
+static void *carved_take(nbbs_t *b, unsigned order)
+{
+    uint64_t ng = b->nleaves >> NBBS_CARVE_ORDER;
+    if (!ng)
+        return NULL;
+    /* From the caller's hint cell on, wrapping: where this context found
+     * (or freed) frames last, so a run of takes under pressure does not
+     * rescan what the previous ones passed. */
+    NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b);
+    uint64_t g = (nb_hint_load(hint) >> NBBS_CARVE_ORDER) % ng;
+    for (uint64_t i = 0; i < ng; i++, g = g + 1 < ng ? g + 1 : 0) {
+        NBBS_ATOMIC(uint64_t) *w = carve_word(b, g << NBBS_CARVE_ORDER);
+        carve_word_t x;
+        x.w = nb_load_u64(w);
+    again:
+        if (!(x.w & (x.w << 1) & BYTES_HI))
+            continue; /* no byte both carved (bit 6) and free (bit 7) */
+        for (unsigned o = 0; o < CARVE_LEAVES; o += 1u << order) {
+            carve_word_t y = x;
+            if (!take_region(&y, o, order))
+                continue;
+            if (nb_cas_u64(w, &x.w, y.w)) {
+                nb_hint_store(hint, (g << NBBS_CARVE_ORDER) + o);
+                return addr_of(b, (g << NBBS_CARVE_ORDER) + o);
+            }
+            goto again; /* x holds the word's new value */
+        }
+    }
+    return NULL;
+}
+
+/* Take the cached block of this order at leaf for its next user: its index
+ * byte loses NBBS_IDX_CACHED. False if the block is not cached with this
+ * order any more (someone else took it). A whole block and a carved frame
+ * alike: the byte says which. */
+static inline bool claim(const nbbs_t *b, uint64_t leaf, unsigned order)
+{
     /* Look first: a stale entry costs a load, not a failed locked CAS, and a
      * CAS that fails then failed because another thread took the block
      * between the two (the explorer checks exactly that of every CAS). */
-    if (nb_load_u8(&b->index[leaf]) != want)
+    uint8_t v = nb_load_u8(&b->index[leaf]);
+    if ((v & (NBBS_IDX_CACHED | NBBS_IDX_ORDER)) != (NBBS_IDX_CACHED | (order + 1u)))
         return false;
-    return nb_cas_u8(&b->index[leaf], &want, v);
+    return nb_cas_u8(&b->index[leaf], &v, (uint8_t)(v & ~NBBS_IDX_CACHED));
 }
 
-/* Claim a cached block and give it back to the tree. The claim takes the
- * index entry straight from "cached" to 0, so the block never looks live on
- * its way back (a double free of it is refused throughout: the explorer's
- * cache-dfree-tree found the window an intermediate live value opened), and
- * the rest is nbbs_free's own (hint cell, release, whatever else a free
- * records for the placement). */
-static bool give_back(nbbs_t *b, uint64_t leaf, unsigned order)
+/* Give the cached blocks named by entries [from, to) of a stack of this
+ * order back: a whole block is claimed straight from "cached" to 0 (so it
+ * never looks live on its way back: a double free of it is refused
+ * throughout; the explorer's cache-dfree-tree found the window an
+ * intermediate live value opened) and then freed as nbbs_free frees (hint
+ * cell, the tree's release, the placement's records). A carved frame just
+ * leaves the stack, staying free in its carved block, and the carved blocks
+ * the entries name go back whole if all their frames are free (a second
+ * pass). Returns the number of blocks that went back to the tree, counting
+ * each frame of a carved block that went back (those named elsewhere or
+ * nowhere included). Entries may be stale or change under a reader that is
+ * not the owner: only the index bytes decide. */
+static size_t give_back(nbbs_t *b, nbbs_cache_t *owner, NBBS_ATOMIC(uint64_t) *s, uint64_t from, uint64_t to,
+                        unsigned order)
 {
-    if (leaf >= b->nleaves || !claim(b, leaf, order, 0))
-        return false;
-    nbbs__free_leaf(b, leaf, order);
-    return true;
+    size_t done = 0;
+    bool carved = false;
+    uint8_t want = (uint8_t)(NBBS_IDX_CACHED | (order + 1u));
+    for (uint64_t i = from; i < to; i++) {
+        uint64_t leaf = nb_own_load(&s[i]);
+        if (leaf >= b->nleaves)
+            continue;
+        uint8_t v = nb_load_u8(&b->index[leaf]);
+        if ((v & (NBBS_IDX_CACHED | NBBS_IDX_ORDER)) != want)
+            continue; /* taken by someone else */
+        if (v & NBBS_IDX_CARVED) {
+            carved = true;
+        } else if (nb_cas_u8(&b->index[leaf], &v, 0)) {
+            nbbs__free_leaf(b, leaf, order);
+            done++;
+        }
+    }
+    if (!carved)
+        return done;
+    uint64_t last = UINT64_MAX;
+    for (uint64_t i = from; i < to; i++) {
+        uint64_t g0 = nb_own_load(&s[i]) & ~(uint64_t)(CARVE_LEAVES - 1);
+        if (g0 != last && g0 < b->nleaves) {
+            last = g0;
+            unsigned m = try_merge(b, g0);
+            done += m;
+            if (!m && owner) { /* remember it for the next refill, newest first */
+                owner->stranded[order] = true;
+                owner->swept[order] = 0;
+                unsigned *np = &owner->nparts[order];
+                if (*np == CACHE_PARTS) {
+                    for (unsigned i2 = 1; i2 < CACHE_PARTS; i2++)
+                        owner->part[order][i2 - 1] = owner->part[order][i2];
+                    --*np;
+                }
+                owner->part[order][(*np)++] = g0;
+            }
+        }
+    }
+    return done;
+}
+
+int nbbs__carved_free(nbbs_t *b, uint64_t leaf, uint8_t v)
+{
+    if (!nb_cas_u8(&b->index[leaf], &v, (uint8_t)(v | NBBS_IDX_CACHED)))
+        return NBBS_EINVAL; /* a concurrent free of the same frame won */
+    try_merge(b, leaf & ~(uint64_t)(CARVE_LEAVES - 1));
+    return 0;
 }
 
 nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cache_config_t *cfg)
@@ -119,6 +324,22 @@ nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cach
     c->orders = g.orders;
     c->batch = g.batch;
     c->capacity = g.capacity;
+    /* The owner's plain fields are zeroed through volatile pointers: a loop
+     * of plain zero stores may become a call to memset, which the
+     * freestanding core must not need (scripts/test.d/10-freestanding.sh). */
+    volatile unsigned *backoff = c->backoff, *nparts = c->nparts;
+    volatile uint64_t *swept = c->swept;
+    volatile bool *stranded = c->stranded;
+    for (unsigned k = 0; k < NBBS_CACHE_MAX_ORDERS; k++) {
+        if (k < NBBS_CARVE_ORDER) {
+            nparts[k] = 0;
+            stranded[k] = false;
+            swept[k] = 0;
+        }
+        backoff[k] = 0;
+        unsigned per = 1u << (NBBS_CARVE_ORDER - (k < NBBS_CARVE_ORDER ? k : 0));
+        c->groups[k] = k < g.orders && k < NBBS_CARVE_ORDER && can_carve(b) ? g.batch / per : 0;
+    }
     c->slot = (NBBS_ATOMIC(uint64_t) *)((char *)mem + ALIGN_UP(sizeof(struct nbbs_cache), NBBS_CACHE_ALIGN));
     for (unsigned k = 0; k < NBBS_CACHE_MAX_ORDERS; k++)
         nb_init_store(&c->count[k], 0);
@@ -137,30 +358,173 @@ nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cach
 
 nbbs_t *nbbs_cache_instance(const nbbs_cache_t *c) { return c ? c->b : NULL; }
 
-/* The stack is empty: refill it with up to batch blocks from the tree (the
- * tree's placement, from the caller's context and hint cell) and return the
- * first, or reclaim from other caches if the tree has none. */
-static void *refill(nbbs_cache_t *c, unsigned order)
+/* Name up to batch free frames of this order found in carved blocks, from
+ * the context's hint cell on, looking at CACHE_HARVEST blocks at most.
+ * Naming takes nothing: the pops' CAS decide. Returns how many. */
+static uint64_t harvest(nbbs_cache_t *c, unsigned order, uint64_t *looked)
 {
     nbbs_t *b = c->b;
     NBBS_ATOMIC(uint64_t) *s = stack_of(c, order);
-    void *first = nbbs__tree_or_bunch_alloc(b, order);
-    if (!first)
-        return nbbs__reclaim(b, order);
+    uint8_t freev = (uint8_t)((order + 1u) | NBBS_IDX_CARVED | NBBS_IDX_CACHED);
+    uint64_t ng = b->nleaves >> NBBS_CARVE_ORDER, n = 0;
+    if (!ng)
+        return 0;
+    NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b);
+    uint64_t g = (nb_hint_load(hint) >> NBBS_CARVE_ORDER) % ng;
+    uint64_t i = 0;
+    for (; i < ng && i < CACHE_HARVEST && n + CARVE_LEAVES <= c->batch; i++, g = g + 1 < ng ? g + 1 : 0) {
+        carve_word_t x;
+        x.w = nb_load_u64(carve_word(b, g << NBBS_CARVE_ORDER));
+        if (!(x.w & (x.w << 1) & BYTES_HI))
+            continue;
+        for (unsigned j = CARVE_LEAVES; j-- > 0;)
+            if (x.by[j] == freev)
+                nb_own_store(&s[n++], (g << NBBS_CARVE_ORDER) + j);
+    }
+    /* The next harvest goes on from here: successive ones sweep the arena
+     * like a clock hand, so their cost is paid once per sweep. */
+    nb_hint_store(hint, g << NBBS_CARVE_ORDER);
+    *looked = i;
+    return n;
+}
+
+/* The stack is empty: refill it and return one block, or reclaim from
+ * other caches if the tree has none. Orders below NBBS_CARVE_ORDER (with
+ * batch large enough) take batch / 2^(NBBS_CARVE_ORDER - order) blocks of
+ * NBBS_CARVE_ORDER, one tree operation each, and carve them; other orders,
+ * or when the tree has no such block, take up to batch blocks one by one.
+ * Either way from the tree's placement, from the caller's context and hint
+ * cell, so the blocks come from the huge block this context is filling.
+ * Everything written here is ours alone until the stack names it (nobody
+ * else has these addresses): release stores mark the blocks, so a thread
+ * that claims one by CAS sees the tree's allocation before it. */
+static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned order)
+{
+    nbbs_t *b = c->b;
+    NBBS_ATOMIC(uint64_t) *s = stack_of(c, order);
+    void *first = NULL;
     uint64_t n = 0;
-    while (n + 1 < c->batch) {
-        void *p = nbbs__tree_or_bunch_alloc(b, order);
-        if (!p)
-            break;
-        uint64_t leaf = (uint64_t)((uintptr_t)p - b->base) >> b->min_shift;
-        /* Ours alone (just allocated, nobody else has the pointer): a store
-         * marks it cached. Release, so a thread that claims it by CAS sees
-         * the tree's allocation before it. */
-        nb_store_rel_u8(&b->index[leaf], (uint8_t)((order + 1u) | NBBS_IDX_CACHED));
-        nb_own_store(&s[n++], leaf);
+    unsigned groups = c->groups[order];
+    if (groups && c->stranded[order]) {
+        /* Frames this cache's drains left in carved blocks come first,
+         * until harvests have swept the whole arena and found none. */
+        uint64_t looked;
+        uint64_t got = harvest(c, order, &looked);
+        if (got)
+            c->swept[order] = 0;
+        else if ((c->swept[order] += looked) >= (b->nleaves >> NBBS_CARVE_ORDER))
+            c->stranded[order] = false;
+        while (got) {
+            uint64_t leaf = nb_own_load(&s[--got]);
+            if (claim(b, leaf, order)) {
+                nb_own_store(&c->count[order], got);
+                return addr_of(b, leaf);
+            }
+        }
+    }
+    if (groups && c->backoff[order]) {
+        c->backoff[order]--;
+        groups = 0;
+    }
+    if (groups) {
+        unsigned per = 1u << (NBBS_CARVE_ORDER - order);
+        uint8_t freev = (uint8_t)((order + 1u) | NBBS_IDX_CARVED | NBBS_IDX_CACHED);
+        for (unsigned g = 0; g < groups; g++) {
+            void *p = nbbs__tree_or_bunch_alloc(b, NBBS_CARVE_ORDER);
+            if (!p) {
+                if (!first)
+                    c->backoff[order] = CACHE_BACKOFF;
+                break;
+            }
+            uint64_t g0 = (uint64_t)((uintptr_t)p - b->base) >> b->min_shift;
+            carve_word_t x;
+            x.w = 0;
+            for (unsigned j = 0; j < per; j++)
+                x.by[j << order] = freev;
+            if (!first) {
+                x.by[0] = (uint8_t)(freev & ~NBBS_IDX_CACHED); /* the caller's */
+                first = p;
+            }
+            /* One store replaces the tree's index entry of the whole block
+             * (order NBBS_CARVE_ORDER + 1 at g0) by the frames. */
+            nb_store_rel_u64(carve_word(b, g0), x.w);
+            for (unsigned j = per; j-- > 0;) /* pops go up the addresses */
+                if (x.by[j << order] == freev)
+                    nb_own_store(&s[n++], g0 + ((uint64_t)j << order));
+        }
+    }
+    if (!first && c->groups[order]) {
+        /* No block to carve: free frames other carved blocks hold (a
+         * drain left them there), near this context's hint first. */
+        uint64_t looked;
+        uint64_t got = harvest(c, order, &looked);
+        while (got) {
+            uint64_t leaf = nb_own_load(&s[--got]);
+            if (claim(b, leaf, order)) {
+                nb_own_store(&c->count[order], got);
+                return addr_of(b, leaf);
+            }
+        }
+    }
+    if (!first) {
+        first = nbbs__tree_or_bunch_alloc(b, order);
+        if (!first)
+            return nbbs__reclaim(b, order);
+        while (n + 1 < c->batch) {
+            void *p = nbbs__tree_or_bunch_alloc(b, order);
+            if (!p)
+                break;
+            uint64_t leaf = (uint64_t)((uintptr_t)p - b->base) >> b->min_shift;
+            nb_store_rel_u8(&b->index[leaf], (uint8_t)((order + 1u) | NBBS_IDX_CACHED));
+            nb_own_store(&s[n++], leaf);
+        }
     }
     nb_own_store(&c->count[order], n);
     return first;
+}
+
+/* The stack is empty: name again the free frames of this order in the
+ * carved blocks a drain left half used (newest first), up to batch of them.
+ * Naming takes nothing (the pop's CAS does); a frame taken meanwhile by
+ * someone else is a stale entry like any other. Returns how many. */
+static uint64_t reuse_parts(nbbs_cache_t *c, unsigned order)
+{
+    nbbs_t *b = c->b;
+    NBBS_ATOMIC(uint64_t) *s = stack_of(c, order);
+    uint8_t freev = (uint8_t)((order + 1u) | NBBS_IDX_CARVED | NBBS_IDX_CACHED);
+    uint64_t n = 0;
+    while (c->nparts[order] && n + CARVE_LEAVES <= c->batch) {
+        uint64_t g0 = c->part[order][--c->nparts[order]];
+        carve_word_t x;
+        x.w = nb_load_u64(carve_word(b, g0));
+        for (unsigned j = CARVE_LEAVES; j-- > 0;)
+            if (x.by[j] == freev)
+                nb_own_store(&s[n++], g0 + j);
+    }
+    nb_own_store(&c->count[order], n);
+    return n;
+}
+
+/* The top entry was stale or the stack empty: pop further, name the frames
+ * of remembered carved blocks, refill. Out of line, so that the fast path
+ * below stays a few instructions with few registers to save. */
+static __attribute__((__noinline__)) void *alloc_slow(nbbs_cache_t *c, unsigned order, uint64_t n)
+{
+    NBBS_ATOMIC(uint64_t) *s = stack_of(c, order);
+    for (;;) {
+        while (n) {
+            uint64_t leaf = nb_own_load(&s[--n]);
+            if (claim(c->b, leaf, order)) {
+                nb_own_store(&c->count[order], n);
+                return addr_of(c->b, leaf);
+            }
+            /* taken by another thread under pressure, or drained: drop it */
+        }
+        /* Each round uses up at least one remembered block: bounded. */
+        if (order >= NBBS_CARVE_ORDER || !c->nparts[order] || !(n = reuse_parts(c, order)))
+            break;
+    }
+    return refill(c, order);
 }
 
 void *nbbs_cache_alloc(nbbs_cache_t *c, unsigned order)
@@ -169,29 +533,28 @@ void *nbbs_cache_alloc(nbbs_cache_t *c, unsigned order)
         return NULL;
     if (order >= c->orders)
         return nbbs_alloc_order(c->b, order);
-    NBBS_ATOMIC(uint64_t) *s = stack_of(c, order);
     uint64_t n = nb_own_load(&c->count[order]);
-    while (n) {
-        uint64_t leaf = nb_own_load(&s[--n]);
-        if (claim(c->b, leaf, order, (uint8_t)(order + 1u))) {
-            nb_own_store(&c->count[order], n);
+    if (n) {
+        uint64_t leaf = nb_own_load(&stack_of(c, order)[n - 1]);
+        if (claim(c->b, leaf, order)) {
+            nb_own_store(&c->count[order], n - 1);
             return addr_of(c->b, leaf);
         }
-        /* taken by another thread under pressure, or drained: drop it */
+        n--; /* taken by another thread under pressure, or drained: drop it */
     }
-    return refill(c, order);
+    return alloc_slow(c, order, n);
 }
 
 /* The stack of this order is full (n == capacity): give the batch it has
- * held longest (the bottom entries) back to the tree and move the rest down.
- * Whole batches, so blocks that were refilled together from one huge block
- * go back together and can coalesce. Returns the new count. */
-static uint64_t drain_oldest(nbbs_cache_t *c, unsigned order, uint64_t n)
+ * held longest (the bottom entries) back and move the rest down. Whole
+ * batches, so blocks that were refilled together from one huge block go
+ * back together and can coalesce, and frames of one carved block tend to go
+ * back together and return it whole. Returns the new count. */
+static __attribute__((__noinline__)) uint64_t drain_oldest(nbbs_cache_t *c, unsigned order, uint64_t n)
 {
     NBBS_ATOMIC(uint64_t) *s = stack_of(c, order);
     uint64_t k = c->batch;
-    for (uint64_t i = 0; i < k; i++)
-        give_back(c->b, nb_own_load(&s[i]), order);
+    give_back(c->b, c, s, 0, k, order);
     for (uint64_t i = k; i < n; i++)
         nb_own_store(&s[i - k], nb_own_load(&s[i]));
     return n - k;
@@ -210,7 +573,7 @@ int nbbs_cache_free(nbbs_cache_t *c, void *p)
     uint8_t v = nb_load_u8(&b->index[leaf]);
     if (v == 0 || (v & NBBS_IDX_CACHED))
         return NBBS_EINVAL; /* not a live block, or already in a cache: a double free */
-    unsigned order = v - 1u;
+    unsigned order = (v & NBBS_IDX_ORDER) - 1u;
     if (order >= c->orders)
         return nbbs_free(b, p);
     /* The CAS is what makes two frees of one block exclusive (nbbs_free
@@ -234,9 +597,10 @@ size_t nbbs_cache_drain(nbbs_cache_t *c)
     for (unsigned k = 0; k < c->orders; k++) {
         NBBS_ATOMIC(uint64_t) *s = stack_of(c, k);
         uint64_t n = nb_own_load(&c->count[k]);
-        for (uint64_t i = 0; i < n; i++)
-            done += give_back(c->b, nb_own_load(&s[i]), k);
+        done += give_back(c->b, NULL, s, 0, n, k);
         nb_own_store(&c->count[k], 0);
+        if (k < NBBS_CARVE_ORDER)
+            c->nparts[k] = 0; /* their free frames stay findable under pressure */
     }
     return done;
 }
@@ -257,8 +621,7 @@ size_t nbbs_reclaim_cached(nbbs_t *b)
             uint64_t n = nb_own_load(&c->count[k]);
             if (n > c->capacity)
                 n = c->capacity;
-            for (uint64_t i = 0; i < n; i++)
-                done += give_back(b, nb_own_load(&s[i]), k);
+            done += give_back(b, NULL, s, 0, n, k);
         }
     }
     return done;
@@ -280,9 +643,16 @@ void *nbbs__reclaim(nbbs_t *b, unsigned order)
             n = c->capacity;
         while (n) { /* from the top: the owner's pops meet us last */
             uint64_t leaf = nb_own_load(&s[--n]);
-            if (leaf < b->nleaves && claim(b, leaf, order, (uint8_t)(order + 1u)))
+            if (leaf < b->nleaves && claim(b, leaf, order))
                 return addr_of(b, leaf);
         }
+    }
+    /* 1b. A free frame in a carved block (named on no stack, or one that
+     * must be split or made of several): one CAS on the block's word. */
+    if (order < NBBS_CARVE_ORDER && can_carve(b)) {
+        void *p = carved_take(b, order);
+        if (p)
+            return p;
     }
     /* 2. None: smaller (or other) cached blocks may coalesce into one. Give
      * every cached block back and scan the tree once more. */

@@ -30,13 +30,20 @@ _Static_assert(SLOT_BUSY < (1u << SLOT_BITS) && (SLOT_COAL_R << 1) == (1u << SLO
                "slot bits fill exactly SLOT_BITS bits");
 _Static_assert(8 * SLOT_BITS + 24 == 64, "a BUNCH word: 8 slots and a 24-bit version");
 _Static_assert(1 * SLOT_BITS + 3 == 8, "a TREE byte: 1 slot and a 3-bit version");
-_Static_assert(NBBS_MAX_ORDER + 1 < 128, "the index byte holds order + 1 below bit 7");
+_Static_assert(NBBS_MAX_ORDER + 1 < 64, "the index byte holds order + 1 below bit 6");
 
-/* Index byte bit 7: the live block is held by a frame cache (nbbs_cache.c).
- * Whoever clears it with a CAS owns the block; nbbs_free, nbbs_block_size and
- * a second nbbs_cache_free see it and reject the block. */
+/* Index byte bit 7: the block is held by a frame cache (nbbs_cache.c), or is
+ * a free frame of a carved block. Whoever clears it with a CAS owns the
+ * block; nbbs_free, nbbs_block_size and a second nbbs_cache_free see it and
+ * reject the block. */
 #define NBBS_IDX_CACHED 0x80u
-#define NBBS_IDX_ORDER  0x7fu
+/* Index byte bit 6: the block is a frame carved from a block of order
+ * NBBS_CARVE_ORDER that the tree holds as one live block (a cache's bulk
+ * refill, nbbs_cache.c). The 8 index bytes of the carved block (one aligned
+ * 64-bit word) describe its frames; the tree sees the carved block only. */
+#define NBBS_IDX_CARVED 0x40u
+#define NBBS_IDX_ORDER  0x3fu
+#define NBBS_CARVE_ORDER 3u /* 8 leaves: their index bytes are one 64-bit word */
 
 /* x repeated in each of the 8 slots of a 64-bit word. */
 #define SLOT_REP(x) ((uint64_t)(x) * UINT64_C(0x842108421))
@@ -128,6 +135,11 @@ static inline void *nbbs__tree_or_bunch_alloc(nbbs_t *b, unsigned order)
  * order from any frame cache, else return every cached block to the tree
  * and scan once more. NULL if that finds none either (nbbs_cache.c). */
 void *nbbs__reclaim(nbbs_t *b, unsigned order);
+
+/* nbbs_free of a live carved frame (index byte v, NBBS_IDX_CARVED set, not
+ * cached): marks it free in its carved block, which goes back to the tree
+ * whole once every frame of it is free (nbbs_cache.c). 0 or NBBS_EINVAL. */
+int nbbs__carved_free(nbbs_t *b, uint64_t leaf, uint8_t v);
 
 /* nbbs_free after its CAS took the index entry of the block at leaf to 0:
  * the hint, the tree's release (nbbs_alloc.c). */

@@ -17,7 +17,10 @@ static bool is_block(const nbbs_t *b, unsigned r, uint64_t gp)
     uint64_t lo = gp << order;
     if (lo >= b->nleaves)
         return r == 0 || ((gp >> 1) << (order + 1)) < b->nleaves;
-    return (nb_peek_u8(&b->index[lo]) & NBBS_IDX_ORDER) == order + 1; /* cached or not */
+    uint8_t v = nb_peek_u8(&b->index[lo]);
+    if (v & NBBS_IDX_CARVED) /* frames carved from one block the tree holds whole */
+        return order == NBBS_CARVE_ORDER;
+    return (v & NBBS_IDX_ORDER) == order + 1; /* cached or not */
 }
 
 /* Returns 1 if something in the subtree is occupied, 0 if not, <0 on error. */
@@ -55,10 +58,44 @@ static int check(const nbbs_t *b, unsigned r, uint64_t gp, int mode)
     return block || occ_l || occ_r || mode != V_FREE;
 }
 
+/* A carved block's 8 index bytes must be its frames and nothing else: each
+ * frame start carries NBBS_IDX_CARVED and an order below the carve order,
+ * sits aligned to its size, and the bytes inside a frame are 0; no byte
+ * outside a carved block carries NBBS_IDX_CARVED. */
+static int check_carved(const nbbs_t *b)
+{
+    for (uint64_t g = 0; g + (UINT64_C(1) << NBBS_CARVE_ORDER) <= b->nleaves; g += UINT64_C(1) << NBBS_CARVE_ORDER) {
+        if (!(nb_peek_u8(&b->index[g]) & NBBS_IDX_CARVED)) {
+            for (uint64_t j = 1; j < (UINT64_C(1) << NBBS_CARVE_ORDER); j++)
+                if (nb_peek_u8(&b->index[g + j]) & NBBS_IDX_CARVED)
+                    return -3;
+            continue;
+        }
+        for (uint64_t j = 0; j < (UINT64_C(1) << NBBS_CARVE_ORDER);) {
+            uint8_t v = nb_peek_u8(&b->index[g + j]);
+            unsigned o = (v & NBBS_IDX_ORDER) - 1u;
+            if (!(v & NBBS_IDX_CARVED) || (v & NBBS_IDX_ORDER) == 0 || o >= NBBS_CARVE_ORDER ||
+                (j & ((UINT64_C(1) << o) - 1)))
+                return -3;
+            for (uint64_t i = 1; i < (UINT64_C(1) << o); i++)
+                if (nb_peek_u8(&b->index[g + j + i]) != 0)
+                    return -3;
+            j += UINT64_C(1) << o;
+        }
+    }
+    for (uint64_t g = b->nleaves & ~((UINT64_C(1) << NBBS_CARVE_ORDER) - 1); g < b->nleaves; g++)
+        if (nb_peek_u8(&b->index[g]) & NBBS_IDX_CARVED)
+            return -3; /* a partial group at the arena's end is never carved */
+    return 0;
+}
+
 int nbbs_validate(const nbbs_t *b)
 {
     if (!b)
         return NBBS_EINVAL;
+    int crc = check_carved(b);
+    if (crc < 0)
+        return crc;
     for (uint64_t t = 0; t < b->ntrees; t++) {
         int rc = check(b, 0, t, V_FREE);
         if (rc < 0)

@@ -105,6 +105,12 @@ void *nbm__realloc(void *p, size_t n)
         nbm__free_generic(p);
         return NULL;
     }
+    uintptr_t owner = nbm__owner((uintptr_t)p);
+    if ((owner & NBM_MAP_TOMB) == NBM_HUGE_TAG) { /* a live huge mapping: mremap */
+        void *q = nbm__huge_realloc(owner, p, n);
+        if (q)
+            return q;
+    }
     size_t us = nbm__usable(p, "realloc(): invalid pointer", "realloc(): freed pointer");
     if (n <= us && n >= us / 2)
         return p; /* in place: fits, and shrinking would free less than half */

@@ -24,12 +24,14 @@
  *
  * Decay. A thread keeps its last freed medium block of each order up to
  * 512 KiB for its next request of that order (no atomic RMW but the
- * page-byte exchange). Other freed medium blocks are kept on a per-order stack (a descriptor
- * holding the block and its free time) and reused first by the next request
- * of that order. At most every NBM_PURGE_DELAY_MS, a free sweeps the stacks:
- * blocks that stayed free longer than the delay are madvise'd away and given
- * back to the back-end. Cached bytes are capped by NBM_MEDIUM_CACHE_MB; past
- * the cap a freed block goes back at once, purged.
+ * page-byte exchange). Other freed medium blocks are kept on a per-order
+ * stack (a descriptor holding the block) and reused first by the next
+ * request of that order. How many are kept is the memory policy's (decay.c,
+ * one policy per order; a block in a thread's slot counts as in use): once
+ * per epoch (NBM_PURGE_DELAY_MS / 4) a medium call sweeps, and each order
+ * whose cache holds more than its peak of the last window needs gives back
+ * about half of the excess, oldest blocks first, madvise'd away. An optional
+ * fixed cap (NBM_MEDIUM_CACHE_MB) bounds the cached bytes on top.
  */
 #include <string.h>
 
@@ -42,6 +44,7 @@ static _Atomic uintptr_t arenas[NBM_ARENA_MAX];
 static _Atomic uint32_t narenas;
 
 static nbm_stack_t decay[NBM_MAX_ORDER + 1];
+static nbm_decay_t policy[NBM_MAX_ORDER + 1]; /* one per order: blocks of one order are interchangeable */
 static _Atomic uint64_t last_sweep;
 
 nbm_arena_t *nbm__arena_at(uint32_t i) { return (nbm_arena_t *)nbm_load_uptr(&arenas[i]); }
@@ -283,13 +286,16 @@ void *nbm__block_alloc(unsigned order, uint32_t *hint)
                 return p;
             }
         }
+        /* Address space first: cached blocks are what the policy decided
+         * the program will reuse, and flushing them here is what made a
+         * working set larger than the cache purge and refault. */
+        if (arena_grow(n, order))
+            continue;
         if (!swept && nbm_load_u64_relaxed(&nbm__gstats.medium_cached) != 0) {
             swept = true; /* cached free blocks may merge into what we need */
             nbm__decay_sweep(true);
             continue;
         }
-        if (arena_grow(n, order))
-            continue;
         return NULL; /* the caller may recover (nbm__recover) and retry */
     }
 }
@@ -312,6 +318,17 @@ static unsigned order_for(size_t n)
     return 64u - (unsigned)__builtin_clzll((n - 1) >> NBM_PAGE_SHIFT);
 }
 
+#define NBM_REUSE_UP_MIN 2 /* requests of 16 KiB and up may reuse a larger cached block */
+
+static _Thread_local uint32_t slot_hits NBM_TLS; /* this thread's hits on its own medium slots */
+
+/* Once per epoch, one caller sweeps the caches by the policy. */
+static void maybe_sweep(uint64_t now)
+{
+    if (NBM_UNLIKELY(nbm__decay_due(&last_sweep, now)))
+        nbm__decay_sweep(false);
+}
+
 /* Fast case (no atomic RMW): the thread's own last freed block of this
  * order. Then the shared decay cache (one CAS), then the back-end. */
 void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc)
@@ -322,11 +339,24 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
         p = tc->mcache[order];
         tc->mcache[order] = NULL;
         *fresh = false;
+        /* The policy's clock is read every 16th hit only (a clock read cost
+         * about a quarter of this path); a program living on its own slots
+         * still sweeps. */
+        if (NBM_UNLIKELY((++slot_hits & 15) == 0))
+            maybe_sweep(nbm__os_now_ns());
     } else {
+        uint64_t now = nbm__os_now_ns();
         uint32_t d = nbm__stack_pop(&decay[order], &nbm__desc_pool);
+        /* A request takes a cached block up to two orders larger
+         * before new memory: its pages are already there, and orders of one
+         * working set would otherwise each keep their own peak's worth. */
+        for (unsigned up = 1; !d && order >= NBM_REUSE_UP_MIN && up <= 2 && order + up <= NBM_MAX_ORDER; up++)
+            if ((d = nbm__stack_pop(&decay[order + up], &nbm__desc_pool)) != 0)
+                order += up;
         if (d) {
             p = nbm__desc(d)->list;
             nbm_stat_sub(&nbm__gstats.medium_cached, NBM_PAGE << order);
+            nbm__decay_unhold(&policy[order], NBM_PAGE << order);
             nbm__desc_put(tc, d);
             *fresh = false;
         } else {
@@ -336,6 +366,8 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
                 return NULL;
             *fresh = true; /* never used, or purged before it went back */
         }
+        nbm__decay_take(&policy[order], NBM_PAGE << order, now);
+        maybe_sweep(now);
     }
     nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)p);
     /* Relaxed: read by a free, which the user orders after this return. */
@@ -415,56 +447,76 @@ void nbm__medium_free(nbm_arena_t *ar, void *p, const char *who)
     nbm__medium_release(p, order);
 }
 
-/* A free medium block goes to the decay cache (or, past its cap, back to the
- * back-end purged); every NBM_PURGE_DELAY_MS one caller sweeps. */
+/* A free medium block leaves use: to the decay cache if the policy keeps
+ * blocks at all (and the optional fixed cap has room), else back to the
+ * back-end purged. Once per epoch one caller sweeps. */
 void nbm__medium_release(void *p, unsigned order)
 {
     size_t size = NBM_PAGE << order;
-    if (nbm_load_u64_relaxed(&nbm__gstats.medium_cached) + size > nbm__opt.cache_max) {
-        release((nbm_arena_t *)nbm__owner((uintptr_t)p), p, order);
-        return;
-    }
     uint64_t now = nbm__os_now_ns();
-    uint32_t d = nbm__desc_get(nbm__tc);
-    if (!d) { /* out of memory: straight back to the back-end */
+    bool keep = nbm__decay_give(&policy[order], size, now);
+    uint32_t d = 0;
+    if (keep && (nbm__opt.cache_max == UINT64_MAX ||
+                 nbm_load_u64_relaxed(&nbm__gstats.medium_cached) + size <= nbm__opt.cache_max))
+        d = nbm__desc_get(nbm__tc); /* 0 when out of memory: straight back */
+    if (!d) {
         release((nbm_arena_t *)nbm__owner((uintptr_t)p), p, order);
-        return;
+    } else {
+        nbm_desc_t *ds = nbm__desc(d);
+        ds->list = p;
+        ds->count = order;
+        ds->bump = NULL;
+        nbm_stat_add(&nbm__gstats.medium_cached, size);
+        /* Counted before it can be popped: a pop's unhold never runs first
+         * (held would wrap, and a sweep reading it would return everything). */
+        nbm__decay_hold(&policy[order], size);
+        nbm__stack_push(&decay[order], &nbm__desc_pool, d, d);
     }
-    nbm_desc_t *ds = nbm__desc(d);
-    ds->list = p;
-    ds->count = order;
-    ds->bump = (char *)(uintptr_t)now;
-    nbm_stat_add(&nbm__gstats.medium_cached, size);
-    nbm__stack_push(&decay[order], &nbm__desc_pool, d, d);
-    uint64_t last = nbm_load_u64_relaxed(&last_sweep);
-    if (now - last >= nbm__opt.purge_delay_ns && nbm_cas_u64(&last_sweep, &last, now))
-        nbm__decay_sweep(false);
+    maybe_sweep(now);
 }
 
-/* Detaches each order's stack, releases the entries older than the delay
- * (all of them if `all`) and pushes the rest back as one chain. Blocks are
- * ours while detached, so purging them cannot race with a user. */
+/* How many cached blocks of `size` the policy returns now, given its excess:
+ * while less than half of it (rounded up) went back and a block still fits. */
+static size_t blocks_due(size_t excess, size_t size)
+{
+    size_t due = excess - excess / 2, n = 0;
+    while ((n + 1) * size <= excess && n * size < due)
+        n++;
+    return n;
+}
+
+/* Detaches each order's stack, releases what the policy says is beyond the
+ * window's peak (all of it if `all`), oldest blocks first (the stack's
+ * bottom), and pushes the rest back as one chain. Blocks are ours while
+ * detached, so purging them cannot race with a user. */
 void nbm__decay_sweep(bool all)
 {
     uint64_t now = nbm__os_now_ns();
     nbm_tcache_t *tc = nbm__tc;
     for (unsigned order = 0; order <= NBM_MAX_ORDER; order++) {
+        size_t size = NBM_PAGE << order, n = SIZE_MAX;
+        if (!all) {
+            n = blocks_due(nbm__decay_excess(&policy[order], now), size);
+            if (n == 0)
+                continue;
+        }
         uint32_t d = nbm__stack_pop_all(&decay[order]);
-        uint32_t keep_first = 0, keep_last = 0;
-        while (d) {
+        size_t count = 0;
+        for (uint32_t k = d; k; k = nbm_load_u32_relaxed(&nbm__desc(k)->next))
+            count++;
+        size_t keep = count > n ? count - n : 0;
+        uint32_t keep_first = keep ? d : 0, keep_last = 0;
+        for (size_t i = 0; d; i++) {
             nbm_desc_t *ds = nbm__desc(d);
             uint32_t next = nbm_load_u32_relaxed(&ds->next);
-            if (all || now - (uint64_t)(uintptr_t)ds->bump >= nbm__opt.purge_delay_ns) {
+            if (i < keep) {
+                keep_last = d; /* the chain up to here stays linked as it is */
+            } else {
                 nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)ds->list);
-                nbm_stat_sub(&nbm__gstats.medium_cached, NBM_PAGE << order);
+                nbm_stat_sub(&nbm__gstats.medium_cached, size);
+                nbm__decay_unhold(&policy[order], size);
                 release(ar, ds->list, order);
                 nbm__desc_put(tc, d);
-            } else {
-                if (keep_last)
-                    nbm_store_u32_relaxed(&nbm__desc(keep_last)->next, d);
-                else
-                    keep_first = d;
-                keep_last = d;
             }
             d = next;
         }

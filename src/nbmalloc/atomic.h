@@ -71,6 +71,7 @@ static inline uint8_t nbm_load_u8_relaxed(_Atomic uint8_t *p) { return atomic_lo
 static inline void nbm_store_u32_relaxed(_Atomic uint32_t *p, uint32_t v) { atomic_store_explicit(p, v, NBM_RLX); }
 static inline void nbm_store_uptr_relaxed(_Atomic uintptr_t *p, uintptr_t v) { atomic_store_explicit(p, v, NBM_RLX); }
 static inline void nbm_store_u8_relaxed(_Atomic uint8_t *p, uint8_t v) { atomic_store_explicit(p, v, NBM_RLX); }
+static inline void nbm_store_u64_relaxed(_Atomic uint64_t *p, uint64_t v) { atomic_store_explicit(p, v, NBM_RLX); }
 
 /* Statistics counters: relaxed, nothing is ordered by them. */
 static inline void nbm_stat_add(_Atomic uint64_t *p, uint64_t v) { atomic_fetch_add_explicit(p, v, NBM_RLX); }

@@ -90,3 +90,56 @@ size_t nbm__huge_size(uintptr_t owner, const void *p, const char *who, const cha
 {
     return (size_t)(uintptr_t)header(owner, p, who, freed)->bump;
 }
+
+/* Resizing. The header stays; only its size and user pointer change. A
+ * shrink, or a growth into free address space after the mapping, is done in
+ * place. Otherwise the pages move (mremap, no copy) to a new range aligned
+ * to 1 GiB, whose slot entry is claimed for the header before the move; the
+ * old slot gets the tombstone of the old pointer, as a free would leave. The
+ * budget (NBM_LIMIT_MB) is charged for growth before anything is mapped. */
+void *nbm__huge_realloc(uintptr_t owner, void *p, size_t n)
+{
+    const char *who = "realloc(): invalid pointer", *freed = "realloc(): freed pointer";
+    nbm_desc_t *h = header(owner, p, who, freed);
+    size_t old = (size_t)(uintptr_t)h->bump;
+    if (n > ((size_t)1 << 47))
+        return NULL;
+    size_t total = (n + NBM_PAGE - 1) & ~(NBM_PAGE - 1);
+    if (total == old)
+        return p;
+    if (total < old) {
+        if (!nbm__os_remap(p, old, total, NULL))
+            return NULL;
+        nbm__budget_give(old - total);
+        nbm_stat_sub(&nbm__gstats.huge_bytes, old - total);
+        h->bump = (char *)(uintptr_t)total;
+        return p;
+    }
+    if (!nbm__budget_take(total - old))
+        return NULL;
+    if (nbm__os_remap(p, old, total, NULL)) {
+        nbm_stat_add(&nbm__gstats.huge_bytes, total - old);
+        h->bump = (char *)(uintptr_t)total;
+        return p;
+    }
+    char *q = nbm__os_reserve_aligned(total, NBM_ARENA_SIZE);
+    if (!q || !nbm__map_claim((uintptr_t)q >> NBM_ARENA_SHIFT, owner)) {
+        nbm__os_unmap(q, total);
+        nbm__budget_give(total - old);
+        return NULL;
+    }
+    if (!nbm__os_remap(p, old, total, q)) {
+        /* Nothing moved: give the new slot up (as a freed mapping would). */
+        uintptr_t mine = owner; /* the slot is ours: the CAS cannot fail */
+        nbm_cas_uptr(&nbm__map[(uintptr_t)q >> NBM_ARENA_SHIFT], &mine, (uintptr_t)q | NBM_MAP_TOMB);
+        nbm__os_unmap(q, total);
+        nbm__budget_give(total - old);
+        return NULL;
+    }
+    h->list = q;
+    h->bump = (char *)(uintptr_t)total;
+    if (!nbm_cas_uptr(&nbm__map[(uintptr_t)p >> NBM_ARENA_SHIFT], &owner, (uintptr_t)p | NBM_MAP_TOMB))
+        nbm__fatal(freed, p); /* a free raced with this realloc */
+    nbm_stat_add(&nbm__gstats.huge_bytes, total - old);
+    return q;
+}

@@ -4,10 +4,11 @@
  * Options (docs/nbmalloc.md):
  *   NBM_SHOW_STATS=1         print statistics to stderr at exit
  *   NBM_VERBOSE=1            print the options in force at start-up
- *   NBM_PURGE_DELAY_MS=N     a freed medium block stays cached N ms before its
- *                            pages go back to the OS (default 1000; 0 = at once)
- *   NBM_MEDIUM_CACHE_MB=N    at most N MiB of freed medium blocks cached
- *                            (default 64; 0 = none)
+ *   NBM_PURGE_DELAY_MS=N     the memory policy's window (decay.c): freed medium
+ *                            blocks are kept up to the peak use of the last N ms,
+ *                            the rest goes back to the OS (default 1000; 0 = at once)
+ *   NBM_MEDIUM_CACHE_MB=N    a fixed cap on cached medium blocks on top of the
+ *                            policy (default: none; 0 = no cache)
  *   NBM_LIMIT_MB=N           at most N MiB of arenas and huge mappings
  *                            reserved at once (default 0 = no limit but the
  *                            OS's): beyond it, requests fail with ENOMEM
@@ -27,7 +28,7 @@
 
 #include "internal.h"
 
-nbm_options_t nbm__opt = { .purge_delay_ns = 1000000000ull, .cache_max = 64ull << 20 };
+nbm_options_t nbm__opt = { .purge_delay_ns = 1000000000ull, .cache_max = UINT64_MAX };
 uintptr_t nbm__secret;
 _Atomic uint32_t nbm__ready;
 nbm_gstats_t nbm__gstats;
@@ -48,7 +49,8 @@ void nbm__options_read(void)
     nbm__opt.show_stats = env_num("NBM_SHOW_STATS", 0) != 0;
     nbm__opt.verbose = env_num("NBM_VERBOSE", 0) != 0;
     nbm__opt.purge_delay_ns = env_num("NBM_PURGE_DELAY_MS", 1000) * 1000000ull;
-    nbm__opt.cache_max = env_num("NBM_MEDIUM_CACHE_MB", 64) << 20;
+    nbm__opt.cache_max = env_num("NBM_MEDIUM_CACHE_MB", UINT64_MAX >> 20);
+    nbm__opt.cache_max = nbm__opt.cache_max >= (UINT64_MAX >> 20) ? UINT64_MAX : nbm__opt.cache_max << 20;
     nbm__opt.limit = env_num("NBM_LIMIT_MB", 0) << 20;
     nbm__opt.stats_fd = 2;
     if (nbm__opt.show_stats) {
@@ -87,7 +89,10 @@ void nbm__init(void)
             nbm__write_str(2, "nbmalloc: purge_delay_ms=");
             nbm__write_num(2, nbm__opt.purge_delay_ns / 1000000);
             nbm__write_str(2, " medium_cache_mb=");
-            nbm__write_num(2, nbm__opt.cache_max >> 20);
+            if (nbm__opt.cache_max == UINT64_MAX)
+                nbm__write_str(2, "none");
+            else
+                nbm__write_num(2, nbm__opt.cache_max >> 20);
             nbm__write_str(2, " limit_mb=");
             nbm__write_num(2, nbm__opt.limit >> 20);
             nbm__write_str(2, " show_stats=");

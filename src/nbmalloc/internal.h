@@ -101,7 +101,7 @@ typedef struct nbm_desc {
     _Atomic uint32_t next;  /* stack link (index, 0 = none) */
     uint32_t count;         /* batch: objects in list; decay: order */
     void    *list;          /* batch: first object; decay: the block */
-    char    *bump;          /* batch: uncarved range start; decay: free time (ns) */
+    char    *bump;          /* batch: uncarved range start; decay: unused */
     char    *bump_end;
 } nbm_desc_t;
 
@@ -288,8 +288,8 @@ typedef struct nbm_options {
     bool     verbose;         /* NBM_VERBOSE */
     int      stats_fd;        /* stderr duplicated at start-up: programs such as
                                  sort(1) close fd 2 before exit */
-    uint64_t purge_delay_ns;  /* NBM_PURGE_DELAY_MS */
-    uint64_t cache_max;       /* NBM_MEDIUM_CACHE_MB, bytes */
+    uint64_t purge_delay_ns;  /* NBM_PURGE_DELAY_MS: the policy's window (decay.c) */
+    uint64_t cache_max;       /* NBM_MEDIUM_CACHE_MB, bytes; UINT64_MAX = no fixed cap */
     uint64_t limit;           /* NBM_LIMIT_MB, bytes; 0 = none */
 } nbm_options_t;
 
@@ -308,12 +308,44 @@ typedef struct nbm_gstats {
 } nbm_gstats_t;
 NBM_HIDDEN extern nbm_gstats_t nbm__gstats;
 
+/* --- the memory policy (decay.c) --------------------------------------------- */
+/* How much of one kind of freed memory is kept: enough for the peak of the
+ * bytes in use over the last window (NBM_PURGE_DELAY_MS), the rest returned
+ * about half per epoch (window / NBM_DECAY_SLOTS), oldest first. The owner
+ * keeps the free ranges; the policy counts and decides. Zero-initialised. */
+#define NBM_DECAY_SLOTS 4
+typedef struct nbm_decay {
+    _Alignas(NBM_CACHE_LINE) _Atomic uint64_t live; /* bytes in use */
+    _Atomic uint64_t held;                          /* bytes freed and kept by the owner */
+    _Atomic uint64_t epoch;                         /* epoch of the ring's newest slot */
+    _Atomic uint64_t peak[NBM_DECAY_SLOTS];         /* highest live per epoch (ring) */
+} nbm_decay_t;
+
+/* `bytes` came into use (taken from the owner's held ranges or new). */
+NBM_HIDDEN void   nbm__decay_take(nbm_decay_t *d, size_t bytes, uint64_t now);
+/* `bytes` left use; true if the range may be kept (false: NBM_PURGE_DELAY_MS=0,
+ * return it now). */
+NBM_HIDDEN bool   nbm__decay_give(nbm_decay_t *d, size_t bytes, uint64_t now);
+/* The owner's held bytes grew (a range kept) or shrank (reused or returned). */
+NBM_HIDDEN void   nbm__decay_hold(nbm_decay_t *d, size_t bytes);
+NBM_HIDDEN void   nbm__decay_unhold(nbm_decay_t *d, size_t bytes);
+/* Peak bytes in use over the window. */
+NBM_HIDDEN uint64_t nbm__decay_peak(nbm_decay_t *d, uint64_t now);
+/* Held bytes beyond what the window's peak needs. A sweep returns oldest
+ * ranges while it has returned less than half of it (rounded up) and the next
+ * range still fits in it. */
+NBM_HIDDEN size_t nbm__decay_excess(nbm_decay_t *d, uint64_t now);
+/* True for one caller per epoch of `*clock` (the caller's own sweep clock):
+ * that caller sweeps. */
+NBM_HIDDEN bool   nbm__decay_due(_Atomic uint64_t *clock, uint64_t now);
+
 /* --- OS layer (os.c) -------------------------------------------------------- */
 NBM_HIDDEN void    *nbm__os_reserve_aligned(size_t size, size_t align); /* RW, NULL = ENOMEM */
 NBM_HIDDEN void    *nbm__os_map(size_t size);                           /* RW, NULL = ENOMEM */
 NBM_HIDDEN bool     nbm__os_map_at(void *p, size_t size);               /* RW at p exactly */
 NBM_HIDDEN void     nbm__os_unmap(void *p, size_t size);
 NBM_HIDDEN void     nbm__os_purge(void *p, size_t size);                 /* MADV_DONTNEED */
+NBM_HIDDEN bool     nbm__os_remap(void *p, size_t old, size_t size, void *to); /* mremap; to NULL: in place */
 NBM_HIDDEN uint64_t nbm__os_now_ns(void);                               /* coarse monotonic */
 NBM_HIDDEN size_t   nbm__os_peak_rss(void);
 NBM_HIDDEN _Noreturn void nbm__fatal(const char *what, const void *p);
@@ -340,6 +372,9 @@ NBM_HIDDEN bool nbm__arena_reclaim(void);
 NBM_HIDDEN void  *nbm__huge_alloc(size_t size, size_t align);
 NBM_HIDDEN void   nbm__huge_free(uintptr_t owner, void *p, const char *who);
 NBM_HIDDEN size_t nbm__huge_size(uintptr_t owner, const void *p, const char *who, const char *freed);
+/* realloc of a live huge mapping to n bytes by mremap (pages move, no copy);
+ * NULL when it cannot (the caller copies instead). */
+NBM_HIDDEN void  *nbm__huge_realloc(uintptr_t owner, void *p, size_t n);
 NBM_HIDDEN bool   nbm__map_claim(uintptr_t slot, uintptr_t value); /* false: slot busy */
 /* Bytes of arenas and huge mappings reserved, against NBM_LIMIT_MB: take
  * before reserving (false: over the limit), give back after unmapping. */

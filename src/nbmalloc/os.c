@@ -148,6 +148,18 @@ placed:
     return (void *)down;
 }
 
+/* Resizes the mapping [p, p + old) to `size` bytes: in place when `to` is
+ * NULL (shrinking always can; growing only into free address space), else
+ * moved to `to` (a mapping of `size` bytes the caller reserved, replaced),
+ * pages carried over without a copy. False if the kernel refused. */
+bool nbm__os_remap(void *p, size_t old, size_t size, void *to)
+{
+    int saved = errno;
+    void *q = to ? mremap(p, old, size, MREMAP_MAYMOVE | MREMAP_FIXED, to) : mremap(p, old, size, 0);
+    errno = saved;
+    return q != MAP_FAILED && q == (to ? to : p);
+}
+
 /* The range stays mapped (reads give zeros), so stale readers stay safe. */
 void nbm__os_purge(void *p, size_t size)
 {

@@ -24,6 +24,20 @@ NBM_OVERRIDE void *valloc(size_t n) { return nbm_valloc(n); }
 NBM_OVERRIDE void *pvalloc(size_t n) { return nbm_pvalloc(n); }
 NBM_OVERRIDE size_t malloc_usable_size(void *p) { return nbm_usable_size(p); }
 
+/* glibc's malloc_trim returns memory to the OS; here it is nbm_purge: empty
+ * small-object pages of this thread's and exited threads' heaps, and cached
+ * medium blocks, go back at once (`pad` is not needed: nothing is kept at the
+ * top of a heap). 1 if anything was returned, as glibc says. */
+NBM_OVERRIDE int malloc_trim(size_t pad)
+{
+    (void)pad;
+    nbm_stats_t before, after;
+    nbm_get_stats(&before);
+    nbm_purge();
+    nbm_get_stats(&after);
+    return after.purged_bytes != before.purged_bytes;
+}
+
 /* glibc's memalign accepts any alignment, rounding a non-power of two up. */
 NBM_OVERRIDE void *memalign(size_t align, size_t n)
 {
@@ -37,17 +51,6 @@ NBM_OVERRIDE void *memalign(size_t align, size_t n)
         align = (size_t)1 << (64 - __builtin_clzll(align));
     }
     return nbm__aligned_generic(align, n);
-}
-
-/* Returns free memory to the OS now (nbm_purge): empty small-object pages of
- * this thread's and exited threads' heaps, and cached medium blocks. pad is
- * ignored (nbmalloc keeps no top-of-heap reserve). Returns 1, as glibc does
- * when memory was released. */
-NBM_OVERRIDE int malloc_trim(size_t pad)
-{
-    (void)pad;
-    nbm_purge();
-    return 1;
 }
 
 /* Some programs and glibc internals call these names directly. */

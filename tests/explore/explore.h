@@ -48,6 +48,8 @@ void sched_end(void);
 /* From thread code: a scheduling point for a model update. */
 void sched_point(int op, const volatile void *addr);
 int  sched_self(void);
+/* Accesses inside [lo, lo + len) are tracked per aligned 8 bytes (sched.c). */
+void ex_alias_granules(const volatile void *lo, size_t len);
 /* Records the first failure of the run (printf-style); the run stops at the
  * next scheduling point. */
 void ex_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -11,7 +11,10 @@
  *   gJ  free own block J through the thread's cache; GJ: pre-allocated block J
  *   d   drain the thread's cache;  r  nbbs_reclaim_cached (every cache)
  * Scenarios that use c, g, G, d or r give each thread a cache (orders 0..1,
- * batch 2, capacity 2: refills, full stacks and stale entries come quickly).
+ * batch 2, capacity 2: refills, full stacks and stale entries come quickly;
+ * scenarios named carve-* instead order 0 only, batch 8, capacity 8, so
+ * that a refill carves a whole order-3 block into 8 frames and frees,
+ * drains and steals race on the carved block's index word).
  * A block in a cache is free for the model: a NULL with nothing else in
  * flight while a cache holds a block of that order (or blocks that make one)
  * is a failure.
@@ -126,6 +129,18 @@ const ex_scenario_t ex_scenarios[] = {
     { "pct-cache-bunch-d5", "4 threads with caches, orders 0-3, bunch of depth 5 (two rows)",
       NBBS_LAYOUT_BUNCH, 5, 1, "3@3", { "c0 c1 g0 g1 c0 g2 d", "c0 c0 g1 g0 d", "a3 a2 f0 f1 a4 f2", "c1 r c0 g0 g1 d" },
       NULL, false, NULL, 0 },
+    /* Bulk refills (nbbs_cache.c, "Bulk refill"): one tree has an order-3
+     * block free (the other is taken), so refills carve it, and frees of
+     * carved frames (through caches and nbbs_free), drains that return the
+     * block whole, and allocations under pressure that take or split free
+     * frames with one CAS on the block's index word all race. */
+    { "carve-tree", "carved frames: cache pops and frees, nbbs_free of a carved frame, a plain order-0 steal (depth 4)",
+      NBBS_LAYOUT_TREE, 4, 1, "3@1", { "c0 c0 g0 f1 d", "c0 g0 d", "a0 f0" }, NULL, false, NULL, 0 },
+    { "carve-merge-bunch", "a carved block goes back whole while an order-1 allocation under pressure combines free frames (bunch depth 4)",
+      NBBS_LAYOUT_BUNCH, 4, 1, "3@1", { "c0 c0 g1 g0 d", "c0 f0 a1 f1 d", "c0 r g0 d" }, NULL, false, NULL, 0 },
+    { "pct-carve-tree-d5", "4 threads carving, freeing through caches and nbbs_free, reclaiming; order-1 and -2 takes split frames",
+      NBBS_LAYOUT_TREE, 5, 1, "3@1 3@2",
+      { "c0 c0 g0 g1 c0 f2 d", "c0 c0 f1 g0 d", "a1 a2 f0 a0 f1 f2", "c0 r c0 g0 g1 d" }, NULL, false, NULL, 0 },
     { NULL, NULL, 0, 0, 0, NULL, { NULL }, NULL, false, NULL, 0 },
 };
 
@@ -182,7 +197,7 @@ static unsigned  nblocks;
 static mthread_t mth[EX_MAX_THREADS];
 static unsigned  nth;
 static int       model_word; /* the address of model points */
-#define CACHE_BYTES 512
+#define CACHE_BYTES 1024
 static _Alignas(NBBS_CACHE_ALIGN) unsigned char cache_mem[EX_MAX_THREADS][CACHE_BYTES];
 static nbbs_cache_t *caches[EX_MAX_THREADS]; /* per thread, when the scenario uses caches */
 
@@ -390,6 +405,12 @@ static void check_step(void)
         uint64_t gp = leaf_of(bl->addr) >> bl->order;
         uint8_t ix = atomic_load(&inst->index[leaf_of(bl->addr)]);
         int bad;
+        if ((ix & NBBS_IDX_CARVED) && bl->order < NBBS_CARVE_ORDER) {
+            /* A frame of a carved block: the tree holds the whole block. */
+            r = scn->max_order - NBBS_CARVE_ORDER;
+            gp = leaf_of(bl->addr) >> NBBS_CARVE_ORDER;
+            ix &= (uint8_t)~NBBS_IDX_CARVED;
+        }
         if (ix != bl->order + 1) {
             ex_fail("S2: the index entry of the live block at %#lx is %u", (unsigned long)bl->addr, ix);
             return;
@@ -534,11 +555,14 @@ static bool setup(const ex_scenario_t *s)
         blocks[nblocks++] = (mblock_t){ ARENA_BASE + ((uintptr_t)pos * MIN_BLOCK << order), order, B_LIVE, true, 0, 0 };
     }
     parse(s);
+    ex_alias_granules(inst->index, (size_t)((inst->nleaves + 7) & ~UINT64_C(7)));
     /* Caches, if any thread uses one: attached to this run's fresh instance. */
     bool uses = false;
     for (unsigned t = 0; t < nth; t++)
         uses |= strpbrk(s->prog[t], "cgGdr") != NULL;
     nbbs_cache_config_t ccfg = { 2, 2, 2 };
+    if (!strncmp(s->name, "carve-", 6) || !strncmp(s->name, "pct-carve-", 10))
+        ccfg = (nbbs_cache_config_t){ 1, 8, 8 };
     if (nbbs_cache_size(&ccfg) > CACHE_BYTES)
         return false;
     for (unsigned t = 0; t < nth; t++)

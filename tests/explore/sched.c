@@ -103,8 +103,22 @@ static word_t   words[WORDS];
 static uint32_t gen = 1;
 static uint64_t stamp;
 
+/* The index bytes are also read and written 8 at a time (a carved block's
+ * word, nbbs_cache.c): within [alias_lo, alias_hi) an access counts for the
+ * aligned 8 bytes around it, so a word CAS is a write of each byte and a
+ * byte CAS a write of its word (coarser: a write beside a byte counts too). */
+static uintptr_t alias_lo, alias_hi;
+
+void ex_alias_granules(const volatile void *lo, size_t len)
+{
+    alias_lo = (uintptr_t)lo;
+    alias_hi = alias_lo + len;
+}
+
 static word_t *word_of(const volatile void *addr)
 {
+    if ((uintptr_t)addr >= alias_lo && (uintptr_t)addr < alias_hi)
+        addr = (const volatile void *)((uintptr_t)addr & ~(uintptr_t)7);
     uintptr_t h = ((uintptr_t)addr * UINT64_C(0x9E3779B97F4A7C15)) >> 54;
     for (unsigned i = 0; i < WORDS; i++) {
         word_t *w = &words[(h + i) & (WORDS - 1)];

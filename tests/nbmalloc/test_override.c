@@ -78,6 +78,14 @@ int main(void)
     q = pvalloc(1);
     CHECK(q && ((uintptr_t)q & 4095) == 0 && malloc_usable_size(q) >= 4096);
     free(q);
+    /* malloc_trim is nbmalloc's: a freed cached block goes back (1), then
+     * nothing is left to return (0) */
+    char *big = malloc(8 << 20);
+    CHECK(big != NULL);
+    memset(big, 1, 8 << 20);
+    free(big);
+    CHECK(malloc_trim(0) == 1);
+    CHECK(malloc_trim(0) == 0);
     char *s = strdup("preloaded"); /* allocated inside libc */
     CHECK(s && malloc_usable_size(s) == 16);
     free(s);

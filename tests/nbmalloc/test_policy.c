@@ -1,0 +1,231 @@
+/*
+ * test_policy.c - the memory policy (src/nbmalloc/decay.c), by its counters.
+ *
+ *   nbm_test_policy policy   (run with NBM_PURGE_DELAY_MS=100: epochs of 25 ms)
+ *     steady: a working set of 96 MiB (above the old fixed 64 MiB cache),
+ *       three quarters of it freed and allocated again, round after round,
+ *       over many epochs, purges nothing (nbm stats' purged bytes);
+ *     shrink: 128 MiB freed, then the program goes on allocating and freeing
+ *       64 KiB blocks: the cache and the resident set fall by most of the
+ *       128 MiB within a bounded number of epochs (the bound is generous: it
+ *       checks that memory goes back, not how fast).
+ *     remap: realloc of huge mappings grows in place, moves (mremap, the
+ *       new pointer aligned to 1 GiB) when the next range is taken, shrinks
+ *       in place, keeps the bytes every time; a medium block grows into a
+ *       huge one.
+ *   nbm_test_policy nocache  (run with NBM_MEDIUM_CACHE_MB=0 or
+ *                             NBM_PURGE_DELAY_MS=0)
+ *     a freed medium block is purged at once and nothing is cached.
+ *   nbm_test_policy limit    (run with NBM_LIMIT_MB=256)
+ *     a huge realloc beyond the limit fails with ENOMEM, the block intact.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nbmalloc.h"
+
+#include "../check.h"
+
+#define MIB ((size_t)1 << 20)
+
+static void touch(char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i += 4096)
+        ((volatile char *)p)[i] = 1;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Resident bytes of this process (/proc/self/statm), 0 if unreadable. */
+static size_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, res = 0;
+    if (!f)
+        return 0;
+    if (fscanf(f, "%lu %lu", &size, &res) != 2)
+        res = 0;
+    fclose(f);
+    return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static size_t purged(void)
+{
+    nbm_stats_t s;
+    nbm_get_stats(&s);
+    return s.purged_bytes;
+}
+
+static size_t cached(void)
+{
+    nbm_stats_t s;
+    nbm_get_stats(&s);
+    return s.medium_cached;
+}
+
+static void test_steady(void)
+{
+    enum { N = 24, FREED = 18 };
+    const size_t size = 3 * MIB + 12345; /* 4 MiB blocks, 96 MiB in all */
+    char *set[N];
+    for (int i = 0; i < N; i++) {
+        set[i] = nbm_malloc(size);
+        CHECK(set[i] != NULL);
+        touch(set[i], size);
+    }
+    /* one round to reach the working set's peak, then none may purge */
+    size_t before = 0;
+    double t0 = now_s();
+    int rounds = 0;
+    for (; rounds < 5 || now_s() - t0 < 0.5; rounds++) {
+        if (rounds == 1)
+            before = purged();
+        for (int i = 0; i < FREED; i++)
+            nbm_free(set[i]);
+        for (int i = 0; i < FREED; i++) {
+            set[i] = nbm_malloc(size);
+            CHECK(set[i] != NULL);
+            touch(set[i], size);
+        }
+        struct timespec ms = { 0, 2000000 };
+        nanosleep(&ms, NULL); /* let epochs pass inside the loop too */
+    }
+    CHECK_EQ(purged() - before, 0);
+    printf("steady: %d rounds over %.2f s, %zu KiB purged\n", rounds, now_s() - t0, (purged() - before) >> 10);
+    for (int i = 0; i < N; i++)
+        nbm_free(set[i]);
+    nbm_purge();
+}
+
+static void test_shrink(void)
+{
+    enum { N = 64 };
+    const size_t size = 2 * MIB;
+    char *set[N];
+    for (int i = 0; i < N; i++) {
+        set[i] = nbm_malloc(size);
+        CHECK(set[i] != NULL);
+        touch(set[i], size);
+    }
+    size_t high = rss_bytes();
+    for (int i = 0; i < N; i++)
+        nbm_free(set[i]);
+    CHECK(cached() >= (N - 8) * size); /* kept at first: the window's peak needs it */
+    double t0 = now_s();
+    size_t calls = 0;
+    while (now_s() - t0 < 5.0 && (cached() > 8 * MIB || rss_bytes() + 96 * MIB > high)) {
+        void *p = nbm_malloc(64 << 10);
+        CHECK(p != NULL);
+        touch(p, 64 << 10);
+        nbm_free(p);
+        calls++;
+        if (calls % 64 == 0) {
+            struct timespec ms = { 0, 1000000 };
+            nanosleep(&ms, NULL);
+        }
+    }
+    printf("shrink: %zu MiB cached and %zu MiB resident of %zu MiB after %.2f s (%zu calls)\n",
+           cached() >> 20, rss_bytes() >> 20, high >> 20, now_s() - t0, calls);
+    CHECK(cached() <= 8 * MIB);
+    CHECK(rss_bytes() + 96 * MIB <= high);
+}
+
+static size_t huge_bytes(void)
+{
+    nbm_stats_t s;
+    nbm_get_stats(&s);
+    return s.huge_bytes;
+}
+
+static void test_remap(void)
+{
+    size_t a = 100 * MIB, b = 300 * MIB, c = 80 * MIB;
+    char *p = nbm_malloc(a);
+    CHECK(p != NULL);
+    p[0] = 11, p[a - 1] = 12;
+    size_t h0 = huge_bytes();
+    /* growth: in place if the range after is free, else moved */
+    char *q = nbm_realloc(p, b);
+    CHECK(q != NULL && q[0] == 11 && q[a - 1] == 12);
+    CHECK(((uintptr_t)q & ((1u << 30) - 1)) == 0);
+    CHECK(nbm_usable_size(q) >= b);
+    CHECK_EQ(huge_bytes() - h0, b - a);
+    q[b - 1] = 13;
+    /* shrink: in place */
+    char *r = nbm_realloc(q, c);
+    CHECK(r == q && r[0] == 11 && r[c - 1] == 0);
+    CHECK_EQ(huge_bytes() + a, h0 + c);
+    /* a growth that cannot stay: the page after is someone else's */
+    char *block = mmap(r + c, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    CHECK(block == r + c);
+    char *m = nbm_realloc(r, a);
+    CHECK(m != NULL && m != r && m[0] == 11 && m[c - 1] == 0);
+    CHECK(((uintptr_t)m & ((1u << 30) - 1)) == 0);
+    CHECK(nbm_usable_size(m) >= a);
+    m[a - 1] = 14;
+    if (block != MAP_FAILED)
+        munmap(block, 4096);
+    nbm_free(m);
+    CHECK_EQ(huge_bytes() + a, h0);
+    /* a medium block growing into a huge one keeps its bytes */
+    char *d = nbm_malloc(48 * MIB);
+    CHECK(d != NULL);
+    memset(d, 7, 48 * MIB);
+    char *e = nbm_realloc(d, 100 * MIB);
+    CHECK(e != NULL && e[0] == 7 && e[48 * MIB - 1] == 7);
+    nbm_free(e);
+}
+
+static void test_limit(void)
+{
+    char *p = nbm_malloc(100 * MIB);
+    CHECK(p != NULL);
+    p[0] = 5;
+    errno = 0;
+    CHECK(nbm_realloc(p, 300 * MIB) == NULL);
+    CHECK_EQ(errno, ENOMEM);
+    CHECK(p[0] == 5 && nbm_usable_size(p) >= 100 * MIB);
+    char *q = nbm_realloc(p, 150 * MIB); /* within the limit: still fine */
+    CHECK(q != NULL && q[0] == 5);
+    nbm_free(q);
+}
+
+static void test_nocache(void)
+{
+    size_t p0 = purged();
+    char *p = nbm_malloc(8 * MIB);
+    CHECK(p != NULL);
+    touch(p, 8 * MIB);
+    nbm_free(p);
+    CHECK_EQ(cached(), 0);
+    CHECK(purged() - p0 >= 8 * MIB);
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (!strcmp(mode, "policy")) {
+        test_steady();
+        test_shrink();
+        test_remap();
+    } else if (!strcmp(mode, "limit")) {
+        test_limit();
+    } else if (!strcmp(mode, "nocache")) {
+        test_nocache();
+    } else {
+        fprintf(stderr, "usage: nbm_test_policy policy|nocache|limit\n");
+        return 2;
+    }
+    TEST_MAIN_END();
+}
