@@ -3,7 +3,9 @@
  * adoption of abandoned heaps, collection and recovery.
  *
  * The fast paths (internal.h) pop and push the current page's list in the
- * bin. Here, when a bin's list is empty (refill):
+ * bin, or the held remote frees. Every NBM_HEARTBEAT-th fast malloc comes
+ * here for the heartbeat (held remote frees pushed, spare decay). When the
+ * bin's list is empty (refill):
  *   1. the current page's remote frees (one exchange);
  *   2. the current page's uncarved tail (a batch at a time: lazy carving
  *      keeps untouched memory free of RSS);
@@ -82,6 +84,7 @@ nbm_tcache_t *nbm__tcache_get(void)
     collect_heap(tc, false);
     tc->index = i;
     tc->arena_hint = i;
+    tc->tick = NBM_HEARTBEAT;
     pthread_setspecific(tcache_key, tc);
     nbm__tc = tc;
     tstate = NBM_T_LIVE;
@@ -114,14 +117,19 @@ static void avail_unlink(nbm_bin_t *bin, nbm_page_t *pg)
         pg->anext->aprev = pg->aprev;
 }
 
-static void page_link(nbm_bin_t *bin, nbm_page_t *pg)
+static nbm_binx_t *binx_of(nbm_tcache_t *tc, nbm_bin_t *bin)
+{
+    return &tc->binx[bin - tc->bins];
+}
+
+static void page_link(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
 {
     pg->prev = NULL;
     pg->next = bin->pages;
     if (bin->pages)
         bin->pages->prev = pg;
     bin->pages = pg;
-    bin->npages++;
+    binx_of(tc, bin)->npages++;
 }
 
 static void spares_decay(nbm_tcache_t *tc);
@@ -136,7 +144,7 @@ static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
         bin->pages = pg->next;
     if (pg->next)
         pg->next->prev = pg->prev;
-    bin->npages--;
+    binx_of(tc, bin)->npages--;
     if (bin->page == pg) {
         bin->page = NULL;
         bin->head = NULL;
@@ -175,12 +183,12 @@ static bool release_spares(nbm_tcache_t *tc)
 }
 
 /* Decay of spare pages (empty pages kept for the heap's next pages of any
- * class): every NBM_PURGE_DELAY_MS, the spares that were not needed during
+ * class): every half NBM_PURGE_DELAY_MS, the spares that were not needed during
  * the whole interval (the fewest held at any time in it) go back to the OS
  * and the back-end. A steady program keeps what it reuses; a shrinking one
  * returns its empty pages within two intervals of its next slow path. After
  * a thread ran out of memory (the recovery epoch moved), all go back. Called
- * on the slow paths that take or give pages. */
+ * on the slow paths that take or give pages and at the heartbeat. */
 static void spares_decay(nbm_tcache_t *tc)
 {
     uint32_t e = nbm_load_u32_relaxed(&trim_epoch);
@@ -189,7 +197,7 @@ static void spares_decay(nbm_tcache_t *tc)
         release_spares(tc);
     }
     uint64_t now = nbm__os_now_ns();
-    if (now - tc->spare_since < nbm__opt.purge_delay_ns)
+    if (now - tc->spare_since < nbm__opt.purge_delay_ns / 2)
         return;
     for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
         release_top(tc, k, tc->spare_low[k]);
@@ -277,7 +285,7 @@ static uint32_t sweep_bin(nbm_tcache_t *tc, nbm_bin_t *bin)
             avail_push(bin, pg);
         }
     }
-    bin->fresh = 0;
+    binx_of(tc, bin)->fresh = 0;
     return released;
 }
 
@@ -325,7 +333,8 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
             if ((bin->count = nbm__page_carve(pg, &bin->head, c->batch)) != 0)
                 return true;
         }
-        if (!bin->avail && bin->fresh >= 4 && bin->fresh * 4 >= bin->npages)
+        nbm_binx_t *x = binx_of(tc, bin);
+        if (!bin->avail && x->fresh * 4 >= x->npages)
             sweep_bin(tc, bin);
         if (bin->avail) {
             make_current(bin, bin->avail);
@@ -345,8 +354,8 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
         }
         tc->refills++;
         spares_decay(tc);
-        bin->fresh++;
-        page_link(bin, pg);
+        x->fresh++;
+        page_link(tc, bin, pg);
         retire_current(bin);
         bin->page = pg;
     }
@@ -359,10 +368,21 @@ void *nbm__small_alloc_generic(unsigned cls)
         bool fresh;
         return nbm__medium_alloc(nbm__classes[cls].size, 0, &fresh, NULL);
     }
+    if (NBM_UNLIKELY(tc->tick == 0)) { /* the fast path's countdown ran out */
+        tc->tick = NBM_HEARTBEAT;
+        nbm__remote_flush(tc);
+        spares_decay(tc);
+    }
     nbm_bin_t *bin = &tc->bins[cls];
+    void **p = bin->rhead;
+    if (p) { /* held remote frees first, as in nbm__malloc_fast */
+        bin->rhead = p[0];
+        p[1] = NULL;
+        return p;
+    }
     if (!bin->head && !refill(tc, cls))
         return NULL;
-    void **p = bin->head;
+    p = bin->head;
     bin->head = p[0];
     bin->count--;
     p[1] = NULL;
@@ -375,7 +395,40 @@ void nbm__small_free_generic(void *p, nbm_page_t *pg)
 {
     void **o = p;
     o[1] = (void *)((uintptr_t)p ^ nbm__secret);
-    nbm__page_free_remote(pg, o);
+    nbm__page_free_remote(pg, o, o);
+}
+
+/* Pushes the bin's held remote frees onto their page (one CAS). */
+static void rheld_push(nbm_bin_t *bin)
+{
+    if (!bin->rhead)
+        return;
+    nbm__page_free_remote(bin->rpage, bin->rhead, bin->rtail);
+    bin->rhead = NULL;
+    bin->rpage = NULL;
+}
+
+void nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o)
+{
+    if (bin->rhead && bin->rpage == pg) { /* full: o goes with the others */
+        o[0] = bin->rhead;
+        bin->rhead = o;
+        rheld_push(bin);
+        return;
+    }
+    rheld_push(bin); /* another page's objects */
+    o[0] = NULL;
+    bin->rhead = o;
+    bin->rpage = pg;
+    bin->rtail = o;
+    /* Half a carving batch (at least 2): one CAS per that many frees. */
+    bin->rroom = (nbm__classes[bin - tc->bins].batch >> 1) - 1;
+}
+
+void nbm__remote_flush(nbm_tcache_t *tc)
+{
+    for (unsigned c = 0; c < NBM_NCLASSES; c++)
+        rheld_push(&tc->bins[c]);
 }
 
 static bool release_medium(nbm_tcache_t *tc)
@@ -393,6 +446,7 @@ static bool release_medium(nbm_tcache_t *tc)
 
 void nbm__tcache_flush(nbm_tcache_t *tc, bool spares)
 {
+    nbm__remote_flush(tc);
     collect_heap(tc, spares);
     release_medium(tc);
     nbm__desc_flush(tc);
@@ -421,6 +475,7 @@ bool nbm__heaps_collect(bool medium)
     nbm_tcache_t *tc = nbm__tc;
     bool any = false;
     if (tc) {
+        nbm__remote_flush(tc);
         any |= collect_heap(tc, true);
         if (medium)
             any |= release_medium(tc);

@@ -23,9 +23,10 @@
  * Small objects. Each thread has a heap (nbm_tcache_t) owning pages: back-end
  * blocks of one class, whose records (nbm_page_t) sit in the arena metadata
  * at the page's first unit. Per class, the heap's bin holds the current
- * page's free list (word 0 = next); the owner's frees to its other pages go
- * to their own lists, other threads' frees to the page's remote list (one
- * CAS), which the owner takes whole with one exchange. A freed object also
+ * page's free lists (word 0 = next); the owner's frees to its other pages go
+ * to their own lists, other threads' frees to the page's remote list (held
+ * back by the freeing thread, then one CAS per chain), which the owner takes
+ * whole with one exchange. A freed object also
  * carries a tag in word 1 (its address xor a per-process secret) that
  * exposes a double free; carving writes the same tag, so every object on any
  * free list carries it. Layers, each calling only downwards: API (alloc.c,
@@ -76,7 +77,7 @@ typedef struct nbm_class {   /* 32 bytes: indexed with a shift */
     uint32_t shift;      /* size = odd << shift */
     uint32_t inv;        /* inverse of odd mod 2^32: offset check with one multiply */
     uint32_t lim;        /* UINT32_MAX / odd */
-    uint32_t batch;      /* objects per batch moved to/from the shared stack */
+    uint32_t batch;      /* objects carved at a time; half of it: remote frees held back */
 } nbm_class_t;
 
 NBM_HIDDEN extern nbm_class_t nbm__classes[NBM_NCLASSES];
@@ -165,19 +166,45 @@ typedef struct nbm_page {     /* one cache line: no false sharing between pages 
 _Static_assert(sizeof(nbm_page_t) == NBM_CACHE_LINE, "a page record is one cache line");
 
 /* --- heaps (one per thread) ---------------------------------------------------- */
-/* A bin is a heap's share of one class: the current page, whose free list is
- * `head` (malloc pops, the owner's frees of its objects push: no atomic), and
- * the other pages the heap owns in the class. */
+/* A bin is a heap's share of one class, in one cache line (what malloc and
+ * free touch): the current page, whose free list is `head` (malloc pops, the
+ * owner's frees push: no atomic), the other pages the heap owns in the
+ * class, and the remote frees the thread holds back.
+ *
+ * Held remote frees (`rhead`): objects of one page of another heap
+ * (`rpage`), freed by this thread and not yet pushed, a chain linked by word
+ * 0 and ending in NULL, each tagged freed. Free adds to it while `rroom`
+ * allows; a free of the class to another page, a full chain, and the
+ * thread's slow paths (heartbeat, nbm_thread_flush, exit, purge, recovery)
+ * push it onto rpage's remote list with one CAS. The thread's own mallocs of
+ * the class take from it first: to rpage those objects never stopped being
+ * in use, so handing one out again changes nothing there, and their lines
+ * are in this core's cache. While rhead is not NULL rpage cannot become
+ * empty, so it stays the other heap's page; rpage means nothing otherwise. */
 typedef struct nbm_bin {
-    void    *head;        /* free objects of the current page */
-    uint32_t count;       /* objects on head */
-    uint32_t npages;      /* pages on `pages` */
-    nbm_page_t *page;     /* current page, NULL = none */
-    nbm_page_t *avail;    /* non-current pages with free objects */
-    nbm_page_t *pages;    /* every page the heap owns in this class */
-    uint32_t fresh;       /* pages taken since the last sweep of `pages` */
-    uint32_t pad;
+    void    *head;
+    void    *rhead;
+    void    *rtail;             /* rhead's last object */
+    struct nbm_page *page;  /* current page, NULL = none */
+    struct nbm_page *rpage;
+    struct nbm_page *avail; /* non-current pages with free objects */
+    struct nbm_page *pages; /* every page the heap owns in this class */
+    uint32_t count;         /* objects on head */
+    uint32_t rroom;         /* objects rhead may still take before it is pushed */
 } nbm_bin_t;
+_Static_assert(sizeof(nbm_bin_t) == NBM_CACHE_LINE, "a bin is one cache line");
+
+/* The bin's colder half. */
+typedef struct nbm_binx {
+    uint32_t npages;      /* pages on `pages` */
+    uint32_t fresh;       /* pages taken since the last sweep of `pages` */
+} nbm_binx_t;
+
+/* Every NBM_HEARTBEAT-th malloc on the fast path (a countdown there: a
+ * decrement of memory and a branch) goes to the slow path, which pushes the
+ * held remote frees and runs the spare decay: so even a program that only
+ * ever mallocs and frees on the fast paths gives its empty pages back. */
+#define NBM_HEARTBEAT 4096
 
 #define NBM_DESC_STASH 64
 #define NBM_MCACHE_ORDERS 8 /* medium blocks of 4..512 KiB: one per order per thread */
@@ -192,7 +219,8 @@ typedef struct nbm_tcache {
     uint32_t index;
     uint32_t arena_hint;        /* arena tried first */
     uint32_t ndesc;             /* free descriptors held in desc[] */
-    nbm_bin_t bins[NBM_NCLASSES];
+    _Alignas(NBM_CACHE_LINE) nbm_bin_t bins[NBM_NCLASSES]; /* records are line-aligned: a bin is one line */
+    nbm_binx_t binx[NBM_NCLASSES];
     uint32_t desc[NBM_DESC_STASH];
     void    *mcache[NBM_MCACHE_ORDERS]; /* a freed medium block per order, reused first */
     nbm_page_t *spare[NBM_SPARE_ORDERS]; /* empty pages per page order, reused first (linked by next) */
@@ -200,6 +228,7 @@ typedef struct nbm_tcache {
     uint32_t spare_low[NBM_SPARE_ORDERS]; /* fewest spares since spare_since: not needed, released next */
     uint64_t spare_since;                 /* start of the current decay interval (ns) */
     uint32_t trim_seen;                   /* last recovery epoch seen */
+    uint32_t tick;                        /* fast-path mallocs until the heartbeat */
     uint64_t refills, drains;   /* pages taken / given back; joined into the globals at exit */
     int64_t  medium_delta;      /* medium blocks allocated minus freed by this thread */
 } nbm_tcache_t;
@@ -365,7 +394,8 @@ NBM_HIDDEN uint32_t nbm__page_carved(const nbm_page_t *pg);
 NBM_HIDDEN uintptr_t nbm__page_base(const nbm_page_t *pg); /* the page's first byte */
 /* Takes the whole remote list: returns it (NULL: empty), its count and last object. */
 NBM_HIDDEN void *nbm__page_take_remote(nbm_page_t *pg, uint32_t *n, void ***last);
-NBM_HIDDEN void  nbm__page_free_remote(nbm_page_t *pg, void **o); /* one CAS */
+/* Pushes a chain of the page's objects, first..last linked by word 0, with one CAS. */
+NBM_HIDDEN void  nbm__page_free_remote(nbm_page_t *pg, void **first, void **last);
 NBM_HIDDEN void *nbm__page_unmake(nbm_page_t *pg); /* an empty page: its block */
 /* The one place an empty page's block goes back (see page.c). */
 NBM_HIDDEN void  nbm__page_release(void *block, unsigned order);
@@ -373,6 +403,10 @@ NBM_HIDDEN void  nbm__page_release(void *block, unsigned order);
 /* --- heaps (heap.c, desc.c) ------------------------------------------------------ */
 NBM_HIDDEN void *nbm__small_alloc_generic(unsigned cls);
 NBM_HIDDEN void  nbm__small_free_generic(void *p, nbm_page_t *pg);
+/* A free of another heap's object whose class buffer is full or holds
+ * another page's objects: the buffer is pushed, o starts it again. */
+NBM_HIDDEN void  nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o);
+NBM_HIDDEN void  nbm__remote_flush(nbm_tcache_t *tc); /* every buffer pushed */
 /* The owner's free made a non-current page empty or no longer full. */
 NBM_HIDDEN void  nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg);
 NBM_HIDDEN void  nbm__tcache_flush(nbm_tcache_t *tc, bool spares); /* spares: give them back too */
@@ -400,14 +434,21 @@ NBM_HIDDEN int    nbm__posix_memalign(void **out, size_t align, size_t n);
  * Fast paths, inlined into nbm_malloc/nbm_free and malloc/free.
  * ------------------------------------------------------------------------ */
 
-/* About 10 instructions: a TLS load, a table lookup, a list pop and the
- * store that clears the freed-object tag. No atomic operation. */
+/* About 14 instructions: a TLS load, the heartbeat countdown, a table
+ * lookup, a list pop and the store that clears the freed-object tag. No atomic operation. Another
+ * heap's objects this thread freed and still holds (rhead) go first. */
 __attribute__((always_inline)) static inline void *nbm__malloc_fast(size_t n)
 {
     nbm_tcache_t *tc = nbm__tc;
-    if (NBM_LIKELY(n <= NBM_FAST_MAX && tc != NULL)) {
+    if (NBM_LIKELY(n <= NBM_FAST_MAX && tc != NULL && --tc->tick != 0)) {
         nbm_bin_t *bin = &tc->bins[nbm__class_of_small[(n + 15) >> 4]];
-        void **p = (void **)bin->head;
+        void **p = (void **)bin->rhead;
+        if (p != NULL) {
+            bin->rhead = p[0];
+            p[1] = NULL;
+            return p;
+        }
+        p = (void **)bin->head;
         if (NBM_LIKELY(p != NULL)) {
             bin->head = p[0];
             bin->count--;
@@ -431,8 +472,9 @@ static inline bool nbm__offset_ok(const nbm_class_t *c, uintptr_t a, uint32_t w)
 
 /* About 30 instructions: owner lookup, class byte, offset check, tag check,
  * the page record, and a list push: onto the bin (the current page), onto
- * the page's own list (another page of this heap), or onto the page's remote
- * list with one CAS (another heap's page). */
+ * the thread's buffer for the page (another heap's page: no atomic, no touch
+ * of the page record; one CAS per half batch), or onto the page's own list
+ * (another page of this heap). */
 __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
 {
     uintptr_t a = (uintptr_t)p;
@@ -458,6 +500,14 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
                 bin->count++;
                 return;
             }
+            /* Another heap's page whose objects this thread holds back:
+             * such a page is never ours (it cannot empty meanwhile). */
+            if (NBM_LIKELY(pg == bin->rpage && bin->rhead && bin->rroom)) {
+                o[0] = bin->rhead;
+                bin->rhead = o;
+                bin->rroom--;
+                return;
+            }
             /* Relaxed: only this thread makes a page ours (or stops it
              * being ours); another heap's value is never ours. */
             if (NBM_LIKELY(nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc)) {
@@ -468,7 +518,7 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
                     nbm__page_changed(tc, pg);
                 return;
             }
-            nbm__page_free_remote(pg, o);
+            nbm__remote_hold(tc, bin, pg, o);
             return;
         }
     }

@@ -90,16 +90,17 @@ uint32_t nbm__page_carve(nbm_page_t *pg, void **head, uint32_t max)
     return n;
 }
 
-/* Push onto a stack that is only ever emptied whole: the CAS succeeds only
- * if the head is still the one o links to, and a take-all in between just
- * makes it fail and retry. Lock-free: a CAS fails only because another push
- * or the take succeeded. seq_cst: releases o's links to the taker. */
-void nbm__page_free_remote(nbm_page_t *pg, void **o)
+/* Pushes the chain first..last (linked by word 0) onto a stack that is only
+ * ever emptied whole: the CAS succeeds only if the head is still the one
+ * `last` links to, and a take-all in between just makes it fail and retry.
+ * Lock-free: a CAS fails only because another push or the take succeeded.
+ * seq_cst: releases the chain's links to the taker. */
+void nbm__page_free_remote(nbm_page_t *pg, void **first, void **last)
 {
     uintptr_t old = nbm_load_uptr_relaxed(&pg->remote);
     do
-        o[0] = (void *)old;
-    while (!nbm_cas_uptr(&pg->remote, &old, (uintptr_t)o));
+        last[0] = (void *)old;
+    while (!nbm_cas_uptr(&pg->remote, &old, (uintptr_t)first));
 }
 
 void *nbm__page_take_remote(nbm_page_t *pg, uint32_t *n, void ***last)

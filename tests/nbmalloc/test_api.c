@@ -273,6 +273,20 @@ static void double_small_late(void **s)
     (void)others;
     nbm_free(p);
 }
+static void *free_twice(void *p)
+{
+    nbm_free(p); /* held by this thread: another heap's object */
+    nbm_free(p);
+    return NULL;
+}
+static void double_small_remote(void **s)
+{
+    (void)s;
+    pthread_t t;
+    void *p = nbm_malloc(48);
+    if (pthread_create(&t, NULL, free_twice, p) == 0)
+        pthread_join(t, NULL);
+}
 static void double_medium(void **s) { (void)s; void *p = nbm_malloc(100000); nbm_free(p); nbm_free(p); }
 static void interior_medium(void **s) { (void)s; char *p = nbm_malloc(100000); nbm_free(p + 4096); }
 static void double_huge(void **s) { (void)s; void *p = nbm_malloc(NBM_MEDIUM_MAX + 1); nbm_free(p); nbm_free(p); }
@@ -315,6 +329,7 @@ static void test_bad_input(void)
     expect_abort("misaligned small", bad_odd_small, "free(): invalid pointer");
     expect_abort("double small", double_small, "double free");
     expect_abort("double small (batched)", double_small_late, "double free");
+    expect_abort("double small (held remote free)", double_small_remote, "free(): double free");
     expect_abort("never carved small", never_carved_small, "free(): invalid pointer");
     expect_abort("carved, never handed out", carved_unused_small, "free(): double free");
     expect_abort("freed usable", freed_usable, "malloc_usable_size(): freed pointer");

@@ -6,6 +6,9 @@
  *    builds, where RSS means what it says);
  *  - a page emptied by another thread's frees is swept by its owner
  *    (nbm_thread_flush) and serves the next page of another class;
+ *  - another thread's frees are held back by it: its next malloc of the
+ *    class returns one of them, and its nbm_thread_flush (it is still alive,
+ *    so no exit flush hides a missing one) lets the owner's pages empty;
  *  - producers hand objects to consumers, which free all of them (every free
  *    remote): each object carries its address and a serial in every word,
  *    checked before the free, so two live objects that overlap are caught;
@@ -13,6 +16,7 @@
  * Usage: nbm_test_pages [--mib M] [--objects N]
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -84,6 +88,48 @@ static void *free_all(void *arg)
     for (int i = 0; i < REMOTE_N; i++)
         nbm_free(remote_objs[i]);
     return NULL;
+}
+
+static atomic_int held_phase;
+static int held_reused;
+
+static void *free_held(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 5; i++)
+        nbm_free(remote_objs[i]);
+    void *p = nbm_malloc(64); /* one of the five: held by this thread */
+    for (int i = 0; i < 5; i++)
+        held_reused += p == remote_objs[i];
+    nbm_free(p);
+    for (int i = 5; i < REMOTE_N; i++)
+        nbm_free(remote_objs[i]);
+    nbm_thread_flush();
+    atomic_store(&held_phase, 1);
+    while (atomic_load(&held_phase) != 2)
+        sched_yield();
+    return NULL;
+}
+
+static void test_held_remote(void)
+{
+    for (int i = 0; i < REMOTE_N; i++) {
+        remote_objs[i] = nbm_malloc(64);
+        CHECK(remote_objs[i] != NULL);
+    }
+    pthread_t t;
+    atomic_store(&held_phase, 0);
+    CHECK(pthread_create(&t, NULL, free_held, NULL) == 0);
+    while (atomic_load(&held_phase) != 1)
+        sched_yield();
+    nbm_stats_t s0, s1;
+    nbm_get_stats(&s0);
+    nbm_thread_flush(); /* every object reached its page: four pages empty */
+    nbm_get_stats(&s1);
+    atomic_store(&held_phase, 2);
+    pthread_join(t, NULL);
+    CHECK_EQ(held_reused, 1);
+    CHECK(s1.chunks + 4 <= s0.chunks);
 }
 
 static void test_remote_page_reuse(void)
@@ -238,6 +284,7 @@ int main(int argc, char **argv)
 #endif
     test_return(mib, check_rss);
     test_remote_page_reuse();
+    test_held_remote();
     test_prodcons(2);
     TEST_MAIN_END();
 }
