@@ -31,7 +31,7 @@
  * exposes a double free; carving writes the same tag, so every object on any
  * free list carries it. Layers, each calling only downwards: API (alloc.c,
  * free.c, override*.c) -> heap (heap.c) -> page (page.c) -> arena and medium
- * blocks (arena.c, huge.c, desc.c) -> back-end and OS (nbbs, os.c).
+ * blocks (arena.c, medium.c, huge.c, desc.c) -> back-end and OS (nbbs, os.c).
  */
 #ifndef NBM_INTERNAL_H
 #define NBM_INTERNAL_H
@@ -353,7 +353,7 @@ NBM_HIDDEN void     nbm__write_str(int fd, const char *s);
 NBM_HIDDEN void     nbm__write_num(int fd, uint64_t v);
 NBM_HIDDEN void     nbm__write_hex(int fd, uintptr_t v);
 
-/* --- arenas and medium blocks (arena.c) ------------------------------------ */
+/* --- arenas and medium blocks (arena.c, medium.c) ------------------------------------ */
 NBM_HIDDEN void *nbm__block_alloc(unsigned order, uint32_t *hint);  /* a back-end block, NULL = none */
 NBM_HIDDEN void *nbm__block_cached(unsigned order); /* a block of the medium cache, or NULL */
 NBM_HIDDEN void  nbm__block_free(nbm_arena_t *ar, void *p);          /* back to the back-end */
