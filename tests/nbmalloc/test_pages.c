@@ -25,18 +25,7 @@
 
 #include "../check.h"
 #include "nbmalloc.h"
-
-static size_t rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long size = 0, res = 0;
-    if (!f)
-        return 0;
-    if (fscanf(f, "%lu %lu", &size, &res) != 2)
-        res = 0;
-    fclose(f);
-    return res * (size_t)sysconf(_SC_PAGESIZE);
-}
+#include "rss.h"
 
 static void test_return(size_t mib, int check_rss)
 {

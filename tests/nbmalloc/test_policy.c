@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "nbmalloc.h"
+#include "rss.h"
 
 #include "../check.h"
 
@@ -45,19 +46,6 @@ static double now_s(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* Resident bytes of this process (/proc/self/statm), 0 if unreadable. */
-static size_t rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long size = 0, res = 0;
-    if (!f)
-        return 0;
-    if (fscanf(f, "%lu %lu", &size, &res) != 2)
-        res = 0;
-    fclose(f);
-    return (size_t)res * (size_t)sysconf(_SC_PAGESIZE);
 }
 
 static size_t purged(void)
