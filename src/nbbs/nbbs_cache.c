@@ -22,15 +22,14 @@
  * does so with one CAS. The block goes back to the tree whole, with one CAS
  * on its word, as soon as a drain, a free or a reclaim finds all its frames
  * free; until then its free frames are found under pressure by a scan of
- * the index words (carved_take).
+ * the index words. The carved blocks' own code: nbbs_carve.c.
  */
-#include "nbbs_atomic.h"
+#include "nbbs_carve.h"
 #include "nbbs_internal.h"
 
 #define CACHE_MAGIC UINT64_C(0x6e6262732d636331) /* "nbbs-cc1" */
 #define CACHE_MAX_CAPACITY (1u << 20)
 #define CACHE_PARTS 8 /* carved blocks with free frames a cache remembers per order */
-#define CACHE_HARVEST 4096 /* carved blocks a refill looks at for free frames, at most (32 Ki leaves) */
 #define CACHE_BACKOFF 8 /* refills that skip carving after the tree had no block for it */
 #define ALIGN_UP(x, a) (((x) + ((size_t)(a) - 1)) & ~((size_t)(a) - 1))
 
@@ -99,130 +98,6 @@ static inline NBBS_ATOMIC(uint64_t) *stack_of(nbbs_cache_t *c, unsigned order)
     return c->slot + (size_t)order * c->capacity;
 }
 
-static inline void *addr_of(const nbbs_t *b, uint64_t leaf)
-{
-    return (void *)(b->base + ((uintptr_t)leaf << b->min_shift));
-}
-
-/* The 8 index bytes of the carved block that starts at leaf g0 (a multiple
- * of 8), as one 64-bit word; and that word's bytes in memory order (a union
- * reads them the same way on either byte order). */
-typedef union {
-    uint64_t w;
-    uint8_t  by[8];
-} carve_word_t;
-
-#define CARVE_LEAVES (1u << NBBS_CARVE_ORDER)
-#define BYTES_HI UINT64_C(0x8080808080808080)
-
-static inline NBBS_ATOMIC(uint64_t) *carve_word(const nbbs_t *b, uint64_t g0)
-{
-    return (NBBS_ATOMIC(uint64_t) *)(void *)&b->index[g0];
-}
-
-/* Can this instance carve at all: a block of the carve order exists and the
- * index bytes of each carved block are one aligned word. */
-static inline bool can_carve(const nbbs_t *b)
-{
-    return b->max_order >= NBBS_CARVE_ORDER && ((uintptr_t)b->index & 7u) == 0;
-}
-
-/* Every frame of the carved word x is free (and x is a carved block). */
-static inline bool carve_all_free(carve_word_t x)
-{
-    if (!(x.by[0] & NBBS_IDX_CARVED))
-        return false;
-    for (unsigned j = 0; j < CARVE_LEAVES; j++)
-        if (x.by[j] && !(x.by[j] & NBBS_IDX_CACHED))
-            return false;
-    return true;
-}
-
-/* The carved block at g0 goes back to the tree if all its frames are free:
- * one CAS takes its word from exactly that state to 0 (so the decision rests
- * on the word's current value, not on how it got there), then the rest of a
- * free of the whole block. One attempt: a CAS fails only because a frame
- * changed, and a frame that became free since our load is followed by its
- * freer's own attempt. */
-static unsigned try_merge(nbbs_t *b, uint64_t g0)
-{
-    NBBS_ATOMIC(uint64_t) *w = carve_word(b, g0);
-    carve_word_t x;
-    x.w = nb_load_u64(w);
-    if (!carve_all_free(x) || !nb_cas_u64(w, &x.w, 0))
-        return 0;
-    nbbs__free_leaf(b, g0, NBBS_CARVE_ORDER);
-    unsigned frames = 0; /* the frames that went back with it */
-    for (unsigned j = 0; j < CARVE_LEAVES; j++)
-        frames += x.by[j] != 0;
-    return frames;
-}
-
-/* In word y, take the region of 2^order leaves at byte o if it is free: a
- * free frame of that order or larger starting at o (a larger one is split,
- * its other halves staying free frames), or free frames that fill the
- * region. The region becomes one live frame. False if it is not free. */
-static bool take_region(carve_word_t *y, unsigned o, unsigned order)
-{
-    /* volatile: a loop of zero stores into the word must not become a
-     * call to memset (the freestanding core needs no libc function). */
-    volatile uint8_t *by = y->by;
-    uint8_t v0 = by[o];
-    if (!(v0 & NBBS_IDX_CARVED))
-        return false; /* inside a larger frame: that frame's start decides */
-    unsigned k0 = (v0 & NBBS_IDX_ORDER) - 1u;
-    if (k0 >= order) {
-        if (!(v0 & NBBS_IDX_CACHED))
-            return false;
-        for (unsigned j = order; j < k0; j++)
-            by[o + (1u << j)] = (uint8_t)((j + 1u) | NBBS_IDX_CARVED | NBBS_IDX_CACHED);
-    } else {
-        for (unsigned i = o; i < o + (1u << order); i++)
-            if (by[i] && !(by[i] & NBBS_IDX_CACHED))
-                return false;
-        for (unsigned i = o + 1; i < o + (1u << order); i++)
-            by[i] = 0;
-    }
-    by[o] = (uint8_t)((order + 1u) | NBBS_IDX_CARVED);
-    return true;
-}
-
-/* Under pressure: a free frame of this order (or one that can be split, or
- * free frames that make one) in any carved block, named on a stack or not.
- * One CAS on the carved block's word takes it; a failed CAS means a frame
- * of that block changed (another thread's progress), and the block is
- * looked at again with its new value. */
-static void *carved_take(nbbs_t *b, unsigned order)
-{
-    uint64_t ng = b->nleaves >> NBBS_CARVE_ORDER;
-    if (!ng)
-        return NULL;
-    /* From the caller's hint cell on, wrapping: where this context found
-     * (or freed) frames last, so a run of takes under pressure does not
-     * rescan what the previous ones passed. */
-    NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b);
-    uint64_t g = (nb_hint_load(hint) >> NBBS_CARVE_ORDER) % ng;
-    for (uint64_t i = 0; i < ng; i++, g = g + 1 < ng ? g + 1 : 0) {
-        NBBS_ATOMIC(uint64_t) *w = carve_word(b, g << NBBS_CARVE_ORDER);
-        carve_word_t x;
-        x.w = nb_load_u64(w);
-    again:
-        if (!(x.w & (x.w << 1) & BYTES_HI))
-            continue; /* no byte both carved (bit 6) and free (bit 7) */
-        for (unsigned o = 0; o < CARVE_LEAVES; o += 1u << order) {
-            carve_word_t y = x;
-            if (!take_region(&y, o, order))
-                continue;
-            if (nb_cas_u64(w, &x.w, y.w)) {
-                nb_hint_store(hint, (g << NBBS_CARVE_ORDER) + o);
-                return addr_of(b, (g << NBBS_CARVE_ORDER) + o);
-            }
-            goto again; /* x holds the word's new value */
-        }
-    }
-    return NULL;
-}
-
 /* Take the cached block of this order at leaf for its next user: its index
  * byte loses NBBS_IDX_CACHED. False if the block is not cached with this
  * order any more (someone else took it). A whole block and a carved frame
@@ -277,7 +152,7 @@ static size_t give_back(nbbs_t *b, nbbs_cache_t *owner, NBBS_ATOMIC(uint64_t) *s
         uint64_t g0 = nb_own_load(&s[i]) & ~(uint64_t)(CARVE_LEAVES - 1);
         if (g0 != last && g0 < b->nleaves) {
             last = g0;
-            unsigned m = try_merge(b, g0);
+            unsigned m = nbbs__carve_merge(b, g0);
             done += m;
             if (!m && owner) { /* remember it for the next refill, newest first */
                 owner->stranded[order] = true;
@@ -293,14 +168,6 @@ static size_t give_back(nbbs_t *b, nbbs_cache_t *owner, NBBS_ATOMIC(uint64_t) *s
         }
     }
     return done;
-}
-
-int nbbs__carved_free(nbbs_t *b, uint64_t leaf, uint8_t v)
-{
-    if (!nb_cas_u8(&b->index[leaf], &v, (uint8_t)(v | NBBS_IDX_CACHED)))
-        return NBBS_EINVAL; /* a concurrent free of the same frame won */
-    try_merge(b, leaf & ~(uint64_t)(CARVE_LEAVES - 1));
-    return 0;
 }
 
 nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cache_config_t *cfg)
@@ -358,36 +225,6 @@ nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cach
 
 nbbs_t *nbbs_cache_instance(const nbbs_cache_t *c) { return c ? c->b : NULL; }
 
-/* Name up to batch free frames of this order found in carved blocks, from
- * the context's hint cell on, looking at CACHE_HARVEST blocks at most.
- * Naming takes nothing: the pops' CAS decide. Returns how many. */
-static uint64_t harvest(nbbs_cache_t *c, unsigned order, uint64_t *looked)
-{
-    nbbs_t *b = c->b;
-    NBBS_ATOMIC(uint64_t) *s = stack_of(c, order);
-    uint8_t freev = (uint8_t)((order + 1u) | NBBS_IDX_CARVED | NBBS_IDX_CACHED);
-    uint64_t ng = b->nleaves >> NBBS_CARVE_ORDER, n = 0;
-    if (!ng)
-        return 0;
-    NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b);
-    uint64_t g = (nb_hint_load(hint) >> NBBS_CARVE_ORDER) % ng;
-    uint64_t i = 0;
-    for (; i < ng && i < CACHE_HARVEST && n + CARVE_LEAVES <= c->batch; i++, g = g + 1 < ng ? g + 1 : 0) {
-        carve_word_t x;
-        x.w = nb_load_u64(carve_word(b, g << NBBS_CARVE_ORDER));
-        if (!(x.w & (x.w << 1) & BYTES_HI))
-            continue;
-        for (unsigned j = CARVE_LEAVES; j-- > 0;)
-            if (x.by[j] == freev)
-                nb_own_store(&s[n++], (g << NBBS_CARVE_ORDER) + j);
-    }
-    /* The next harvest goes on from here: successive ones sweep the arena
-     * like a clock hand, so their cost is paid once per sweep. */
-    nb_hint_store(hint, g << NBBS_CARVE_ORDER);
-    *looked = i;
-    return n;
-}
-
 /* The stack is empty: refill it and return one block, or reclaim from
  * other caches if the tree has none. Orders below NBBS_CARVE_ORDER (with
  * batch large enough) take batch / 2^(NBBS_CARVE_ORDER - order) blocks of
@@ -409,7 +246,7 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
         /* Frames this cache's drains left in carved blocks come first,
          * until harvests have swept the whole arena and found none. */
         uint64_t looked;
-        uint64_t got = harvest(c, order, &looked);
+        uint64_t got = nbbs__carve_harvest(c->b, stack_of(c, order), order, c->batch, &looked);
         if (got)
             c->swept[order] = 0;
         else if ((c->swept[order] += looked) >= (b->nleaves >> NBBS_CARVE_ORDER))
@@ -457,7 +294,7 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
         /* No block to carve: free frames other carved blocks hold (a
          * drain left them there), near this context's hint first. */
         uint64_t looked;
-        uint64_t got = harvest(c, order, &looked);
+        uint64_t got = nbbs__carve_harvest(c->b, stack_of(c, order), order, c->batch, &looked);
         while (got) {
             uint64_t leaf = nb_own_load(&s[--got]);
             if (claim(b, leaf, order)) {
@@ -650,7 +487,7 @@ void *nbbs__reclaim(nbbs_t *b, unsigned order)
     /* 1b. A free frame in a carved block (named on no stack, or one that
      * must be split or made of several): one CAS on the block's word. */
     if (order < NBBS_CARVE_ORDER && can_carve(b)) {
-        void *p = carved_take(b, order);
+        void *p = nbbs__carve_take(b, order);
         if (p)
             return p;
     }

@@ -1,0 +1,141 @@
+/*
+ * nbbs_carve.c - carved blocks: merging one back into the tree when all its
+ * frames are free, taking a free frame from any of them under pressure, and
+ * the free of a carved frame. Freestanding, like the rest of the core. The
+ * layout of a carved block is in nbbs_carve.h and nbbs_cache.c ("Bulk
+ * refill").
+ */
+#include "nbbs_carve.h"
+
+/* Every frame of the carved word x is free (and x is a carved block). */
+static inline bool carve_all_free(carve_word_t x)
+{
+    if (!(x.by[0] & NBBS_IDX_CARVED))
+        return false;
+    for (unsigned j = 0; j < CARVE_LEAVES; j++)
+        if (x.by[j] && !(x.by[j] & NBBS_IDX_CACHED))
+            return false;
+    return true;
+}
+
+/* The carved block at g0 goes back to the tree if all its frames are free:
+ * one CAS takes its word from exactly that state to 0 (so the decision rests
+ * on the word's current value, not on how it got there), then the rest of a
+ * free of the whole block. One attempt: a CAS fails only because a frame
+ * changed, and a frame that became free since our load is followed by its
+ * freer's own attempt. */
+unsigned nbbs__carve_merge(nbbs_t *b, uint64_t g0)
+{
+    NBBS_ATOMIC(uint64_t) *w = carve_word(b, g0);
+    carve_word_t x;
+    x.w = nb_load_u64(w);
+    if (!carve_all_free(x) || !nb_cas_u64(w, &x.w, 0))
+        return 0;
+    nbbs__free_leaf(b, g0, NBBS_CARVE_ORDER);
+    unsigned frames = 0; /* the frames that went back with it */
+    for (unsigned j = 0; j < CARVE_LEAVES; j++)
+        frames += x.by[j] != 0;
+    return frames;
+}
+
+/* In word y, take the region of 2^order leaves at byte o if it is free: a
+ * free frame of that order or larger starting at o (a larger one is split,
+ * its other halves staying free frames), or free frames that fill the
+ * region. The region becomes one live frame. False if it is not free. */
+static bool take_region(carve_word_t *y, unsigned o, unsigned order)
+{
+    /* volatile: a loop of zero stores into the word must not become a
+     * call to memset (the freestanding core needs no libc function). */
+    volatile uint8_t *by = y->by;
+    uint8_t v0 = by[o];
+    if (!(v0 & NBBS_IDX_CARVED))
+        return false; /* inside a larger frame: that frame's start decides */
+    unsigned k0 = (v0 & NBBS_IDX_ORDER) - 1u;
+    if (k0 >= order) {
+        if (!(v0 & NBBS_IDX_CACHED))
+            return false;
+        for (unsigned j = order; j < k0; j++)
+            by[o + (1u << j)] = (uint8_t)((j + 1u) | NBBS_IDX_CARVED | NBBS_IDX_CACHED);
+    } else {
+        for (unsigned i = o; i < o + (1u << order); i++)
+            if (by[i] && !(by[i] & NBBS_IDX_CACHED))
+                return false;
+        for (unsigned i = o + 1; i < o + (1u << order); i++)
+            by[i] = 0;
+    }
+    by[o] = (uint8_t)((order + 1u) | NBBS_IDX_CARVED);
+    return true;
+}
+
+/* Under pressure: a free frame of this order (or one that can be split, or
+ * free frames that make one) in any carved block, named on a stack or not.
+ * One CAS on the carved block's word takes it; a failed CAS means a frame
+ * of that block changed (another thread's progress), and the block is
+ * looked at again with its new value. */
+void *nbbs__carve_take(nbbs_t *b, unsigned order)
+{
+    uint64_t ng = b->nleaves >> NBBS_CARVE_ORDER;
+    if (!ng)
+        return NULL;
+    /* From the caller's hint cell on, wrapping: where this context found
+     * (or freed) frames last, so a run of takes under pressure does not
+     * rescan what the previous ones passed. */
+    NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b);
+    uint64_t g = (nb_hint_load(hint) >> NBBS_CARVE_ORDER) % ng;
+    for (uint64_t i = 0; i < ng; i++, g = g + 1 < ng ? g + 1 : 0) {
+        NBBS_ATOMIC(uint64_t) *w = carve_word(b, g << NBBS_CARVE_ORDER);
+        carve_word_t x;
+        x.w = nb_load_u64(w);
+    again:
+        if (!(x.w & (x.w << 1) & BYTES_HI))
+            continue; /* no byte both carved (bit 6) and free (bit 7) */
+        for (unsigned o = 0; o < CARVE_LEAVES; o += 1u << order) {
+            carve_word_t y = x;
+            if (!take_region(&y, o, order))
+                continue;
+            if (nb_cas_u64(w, &x.w, y.w)) {
+                nb_hint_store(hint, (g << NBBS_CARVE_ORDER) + o);
+                return addr_of(b, (g << NBBS_CARVE_ORDER) + o);
+            }
+            goto again; /* x holds the word's new value */
+        }
+    }
+    return NULL;
+}
+
+int nbbs__carved_free(nbbs_t *b, uint64_t leaf, uint8_t v)
+{
+    if (!nb_cas_u8(&b->index[leaf], &v, (uint8_t)(v | NBBS_IDX_CACHED)))
+        return NBBS_EINVAL; /* a concurrent free of the same frame won */
+    nbbs__carve_merge(b, leaf & ~(uint64_t)(CARVE_LEAVES - 1));
+    return 0;
+}
+
+/* Name up to max free frames of this order found in carved blocks in s[0..],
+ * from the context's hint cell on, looking at NBBS_CARVE_HARVEST blocks at
+ * most (*looked: how many). Naming takes nothing: the pops' CAS decide.
+ * Returns how many. */
+uint64_t nbbs__carve_harvest(nbbs_t *b, NBBS_ATOMIC(uint64_t) *s, unsigned order, uint64_t max, uint64_t *looked)
+{
+    uint8_t freev = (uint8_t)((order + 1u) | NBBS_IDX_CARVED | NBBS_IDX_CACHED);
+    uint64_t ng = b->nleaves >> NBBS_CARVE_ORDER, n = 0;
+    if (!ng)
+        return 0;
+    NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b);
+    uint64_t g = (nb_hint_load(hint) >> NBBS_CARVE_ORDER) % ng;
+    uint64_t i = 0;
+    for (; i < ng && i < NBBS_CARVE_HARVEST && n + CARVE_LEAVES <= max; i++, g = g + 1 < ng ? g + 1 : 0) {
+        carve_word_t x;
+        x.w = nb_load_u64(carve_word(b, g << NBBS_CARVE_ORDER));
+        if (!(x.w & (x.w << 1) & BYTES_HI))
+            continue;
+        for (unsigned j = CARVE_LEAVES; j-- > 0;)
+            if (x.by[j] == freev)
+                nb_own_store(&s[n++], (g << NBBS_CARVE_ORDER) + j);
+    }
+    /* The next harvest goes on from here: successive ones sweep the arena
+     * like a clock hand, so their cost is paid once per sweep. */
+    nb_hint_store(hint, g << NBBS_CARVE_ORDER);
+    *looked = i;
+    return n;
+}

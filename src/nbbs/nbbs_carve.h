@@ -1,0 +1,55 @@
+/*
+ * nbbs_carve.h - carved blocks (bulk refill of the frame caches): a block of
+ * NBBS_CARVE_ORDER that the tree keeps as one live block while its 8 index
+ * bytes, read and changed as one aligned 64-bit word, describe its frames.
+ * Shared by nbbs_cache.c (refill, drain, harvest) and nbbs_carve.c (merge,
+ * take under pressure, free). Private to the back-end.
+ */
+#ifndef NBBS_CARVE_H
+#define NBBS_CARVE_H
+
+#include "nbbs_atomic.h"
+#include "nbbs_internal.h"
+
+/* The address of a leaf of the instance. */
+static inline void *addr_of(const nbbs_t *b, uint64_t leaf)
+{
+    return (void *)(b->base + ((uintptr_t)leaf << b->min_shift));
+}
+
+/* The 8 index bytes of the carved block that starts at leaf g0 (a multiple
+ * of 8), as one 64-bit word; and that word's bytes in memory order (a union
+ * reads them the same way on either byte order). */
+typedef union {
+    uint64_t w;
+    uint8_t  by[8];
+} carve_word_t;
+
+#define CARVE_LEAVES (1u << NBBS_CARVE_ORDER)
+#define BYTES_HI UINT64_C(0x8080808080808080)
+#define NBBS_CARVE_HARVEST 4096 /* carved blocks a refill looks at for free frames, at most (32 Ki leaves) */
+
+static inline NBBS_ATOMIC(uint64_t) *carve_word(const nbbs_t *b, uint64_t g0)
+{
+    return (NBBS_ATOMIC(uint64_t) *)(void *)&b->index[g0];
+}
+
+/* Can this instance carve at all: a block of the carve order exists and the
+ * index bytes of each carved block are one aligned word. */
+static inline bool can_carve(const nbbs_t *b)
+{
+    return b->max_order >= NBBS_CARVE_ORDER && ((uintptr_t)b->index & 7u) == 0;
+}
+
+/* The carved block at g0 goes back to the tree if all its frames are free;
+ * returns the frames that went back with it (0: it stays). */
+unsigned nbbs__carve_merge(nbbs_t *b, uint64_t g0);
+
+/* Under pressure: a free frame of this order in any carved block, or NULL. */
+void *nbbs__carve_take(nbbs_t *b, unsigned order);
+
+/* Names up to max free frames of this order found in carved blocks in
+ * s[0..]; *looked: carved blocks looked at. */
+uint64_t nbbs__carve_harvest(nbbs_t *b, NBBS_ATOMIC(uint64_t) *s, unsigned order, uint64_t max, uint64_t *looked);
+
+#endif /* NBBS_CARVE_H */
