@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "internal.h"
+#include "fast.h"
 
 /* A medium block or a huge mapping; when none can be had, what the heaps and
  * caches hold for one use is returned (nbm__recover) and the request tried

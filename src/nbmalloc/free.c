@@ -15,7 +15,7 @@
  * Not detected: a double free of a small object whose tag word the program
  * overwrote after the first free (a use after free).
  */
-#include "internal.h"
+#include "fast.h"
 
 void nbm__free_generic(void *p)
 {

@@ -31,7 +31,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "internal.h"
+#include "fast.h"
 
 #define NBM_TCACHE_MAX   ((uint32_t)1 << 16) /* threads alive at once */
 #define NBM_TCACHE_SHIFT 4                   /* 16 records (about 44 KiB) a chunk */

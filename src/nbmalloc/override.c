@@ -8,7 +8,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 
-#include "internal.h"
+#include "fast.h"
 
 #define NBM_OVERRIDE __attribute__((visibility("default")))
 

@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "fast.h"
 
 #define NBM_OVERRIDE __attribute__((visibility("default")))
 
