@@ -59,7 +59,7 @@ _Static_assert(SLOT_REP(31) == (UINT64_C(1) << 40) - 1, "SLOT_REP fills 8 slots 
 _Static_assert(NBBS_HINT_STRIDE * 8 == 64 && (NBBS_HINTS & (NBBS_HINTS - 1)) == 0,
                "hint cells: one cache line each, a power of two of them");
 
-/* Placement (FN(alloc) in nbbs_core.inc, docs/design.md "Placement"): a
+/* Placement (FN(alloc) in nbbs_search.inc, docs/design.md "Placement"): a
  * candidate that would split a free block smaller than a group is taken
  * unless one of the next NBBS_FIT_LOOK such candidates splits a smaller one.
  * Before a free group (NBBS_GROUP_ORDER: 2 MiB of 4 KiB frames) is broken
