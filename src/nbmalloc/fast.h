@@ -26,7 +26,6 @@ __attribute__((always_inline)) static inline void *nbm__malloc_fast(size_t n)
         p = (void **)bin->head;
         if (NBM_LIKELY(p != NULL)) {
             bin->head = p[0];
-            bin->count--;
             p[1] = NULL; /* untag: a later free must not look like a double free */
             return p;
         }
@@ -72,7 +71,6 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
             if (NBM_LIKELY(pg == bin->page)) {
                 o[0] = bin->head;
                 bin->head = o;
-                bin->count++;
                 return;
             }
             /* Another heap's page whose objects this thread holds back:
@@ -96,6 +94,9 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
             nbm__remote_hold(tc, bin, pg, o);
             return;
         }
+        /* Owner and unit word are known: straight to the medium free. */
+        nbm__medium_free(ar, p, "free(): invalid pointer");
+        return;
     }
     nbm__free_generic(p);
 }

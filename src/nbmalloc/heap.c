@@ -148,7 +148,6 @@ static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
     if (bin->page == pg) {
         bin->page = NULL;
         bin->head = NULL;
-        bin->count = 0;
     }
     tc->drains++;
     unsigned k = nbm__page_order(pg->cls) - NBM_SPARE_ORDER0;
@@ -256,17 +255,21 @@ static bool page_collect(nbm_page_t *pg)
     return pg->nfree == nbm__page_carved(pg);
 }
 
-/* The current page stops being current: its list goes back to the page. */
+/* The current page stops being current: its list goes back to the page,
+ * counted here (the fast paths keep no count; the list is empty unless a
+ * collection retires the page). */
 static void retire_current(nbm_bin_t *bin)
 {
     nbm_page_t *pg = bin->page;
     if (!pg)
         return;
+    uint32_t n = 0;
+    for (void **o = bin->head; o; o = o[0])
+        n++;
     pg->free = bin->head;
-    pg->nfree = bin->count;
+    pg->nfree = n;
     bin->page = NULL;
     bin->head = NULL;
-    bin->count = 0;
 }
 
 /* Every page of the class: remote frees taken, empty pages released, the
@@ -309,7 +312,6 @@ static void make_current(nbm_bin_t *bin, nbm_page_t *pg)
     retire_current(bin); /* its list is empty: the page is full */
     bin->page = pg;
     bin->head = pg->free;
-    bin->count = pg->nfree;
     pg->free = NULL;
     pg->nfree = 0;
 }
@@ -322,15 +324,12 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
     for (;;) {
         nbm_page_t *pg = bin->page;
         if (pg) {
-            uint32_t n;
-            void **last;
-            void *l = nbm__page_take_remote(pg, &n, &last);
+            void *l = nbm__page_take_remote(pg, NULL, NULL);
             if (l) {
                 bin->head = l; /* the list was empty */
-                bin->count = n;
                 return true;
             }
-            if ((bin->count = nbm__page_carve(pg, &bin->head, c->batch)) != 0)
+            if (nbm__page_carve(pg, &bin->head, c->batch) != 0)
                 return true;
         }
         nbm_binx_t *x = binx_of(tc, bin);
@@ -384,7 +383,6 @@ void *nbm__small_alloc_generic(unsigned cls)
         return NULL;
     p = bin->head;
     bin->head = p[0];
-    bin->count--;
     p[1] = NULL;
     return p;
 }

@@ -189,7 +189,6 @@ typedef struct nbm_bin {
     struct nbm_page *rpage;
     struct nbm_page *avail; /* non-current pages with free objects */
     struct nbm_page *pages; /* every page the heap owns in this class */
-    uint32_t count;         /* objects on head */
     uint32_t rroom;         /* objects rhead may still take before it is pushed */
 } nbm_bin_t;
 _Static_assert(sizeof(nbm_bin_t) == NBM_CACHE_LINE, "a bin is one cache line");
@@ -392,7 +391,8 @@ NBM_HIDDEN unsigned nbm__page_order(unsigned cls);
 NBM_HIDDEN uint32_t nbm__page_carve(nbm_page_t *pg, void **head, uint32_t max);
 NBM_HIDDEN uint32_t nbm__page_carved(const nbm_page_t *pg);
 NBM_HIDDEN uintptr_t nbm__page_base(const nbm_page_t *pg); /* the page's first byte */
-/* Takes the whole remote list: returns it (NULL: empty), its count and last object. */
+/* Takes the page's remote list whole (NULL if empty); with n, also counts it
+ * and gives its last object (a walk of the list), else neither. */
 NBM_HIDDEN void *nbm__page_take_remote(nbm_page_t *pg, uint32_t *n, void ***last);
 /* Pushes a chain of the page's objects, first..last linked by word 0, with one CAS. */
 NBM_HIDDEN void  nbm__page_free_remote(nbm_page_t *pg, void **first, void **last);

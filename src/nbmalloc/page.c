@@ -109,6 +109,8 @@ void *nbm__page_take_remote(nbm_page_t *pg, uint32_t *n, void ***last)
     if (nbm_load_uptr_relaxed(&pg->remote) == 0)
         return NULL;
     void **l = (void **)nbm_xchg_uptr(&pg->remote, 0);
+    if (!n)
+        return l; /* the caller needs no count: the list is not walked */
     uint32_t k = 0;
     void **o = l, **prev = NULL;
     for (; o; prev = o, o = o[0])
