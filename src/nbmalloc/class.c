@@ -1,12 +1,22 @@
 /*
- * class.c - the size classes: sizes, chunk sizes, batch sizes, and the
- * constants of the one-multiply offset check.
+ * class.c - the size classes: sizes, chunk (page) sizes, batch sizes, and
+ * the constants of the one-multiply offset check.
  *
- * Classes: 16..128 in steps of 16, then four per power of two (p*5/4, p*6/4,
- * p*7/4, 2p) up to 16 KiB: at most 25% internal fragmentation above 128
- * bytes. Every class is a multiple of 16, so every object is 16-aligned, and
- * the powers of two among them serve aligned requests (a chunk is aligned to
- * its size, so an object of size 2^k sits on a 2^k boundary).
+ * Small classes (NBM_NSMALL, up to NBM_SMALL_MAX = 16 KiB): 16..128 in steps
+ * of 16, then four per power of two (p*5/4, p*6/4, p*7/4, 2p): at most 25 %
+ * internal fragmentation above 128 bytes. Their pages are 64 KiB, or 128 KiB
+ * where 8 objects need it.
+ *
+ * Large classes (above 16 KiB up to NBM_LARGE_MAX = 1 MiB): eight per power
+ * of two (p*9/8 .. 2p), so a request gets at most 1/8 more than it asked
+ * for. A large class's page is the smallest power of two (at least 64 KiB)
+ * whose objects fill 7/8 of it: 20 KiB objects 3 to a 64 KiB page, 18 KiB
+ * ones 7 to 128 KiB, 704 KiB ones 11 to 8 MiB; p*7/4, p*15/8 and 2p are
+ * alone in a 2p page. The page tail past the last object is never touched.
+ *
+ * Every class is a multiple of 16, so every object is 16-aligned, and the
+ * powers of two among them serve aligned requests (a chunk is aligned to its
+ * size, so an object of size 2^k sits on a 2^k boundary).
  */
 #include "internal.h"
 
@@ -17,8 +27,27 @@ static uint32_t class_size(unsigned c)
 {
     if (c < 8)
         return 16u * (c + 1);
+    if (c >= NBM_NSMALL) { /* eighths of (2^b, 2^(b+1)], from 16 KiB */
+        unsigned b = 14 + (c - NBM_NSMALL) / 8, k = (c - NBM_NSMALL) % 8;
+        return (1u << b) + (k + 1) * (1u << (b - 3));
+    }
     unsigned b = 7 + (c - 8) / 4, k = (c - 8) % 4; /* (2^b, 2^(b+1)] */
     return (1u << b) + (k + 1) * (1u << (b - 2));
+}
+
+/* The page of a class: at least 64 KiB (one class-map unit); a small class
+ * fits 8 objects, a large one fills 7/8 of it. */
+static uint32_t chunk_size(unsigned c, uint32_t s)
+{
+    uint32_t chunk = (uint32_t)1 << NBM_UNIT_SHIFT;
+    if (c < NBM_NSMALL) {
+        while (chunk < 8 * s)
+            chunk <<= 1;
+    } else {
+        while ((uint64_t)(chunk / s) * s * 8 < (uint64_t)chunk * 7)
+            chunk <<= 1;
+    }
+    return chunk;
 }
 
 /* Inverse of an odd d modulo 2^32 (Newton: each step doubles the bits). */
@@ -36,10 +65,7 @@ void nbm__classes_init(void)
         nbm_class_t *k = &nbm__classes[c];
         uint32_t s = class_size(c);
         k->size = s;
-        /* At least 8 objects per chunk, at least 64 KiB (one class-map unit). */
-        uint32_t chunk = (uint32_t)1 << NBM_UNIT_SHIFT;
-        while (chunk < 8 * s)
-            chunk <<= 1;
+        uint32_t chunk = chunk_size(c, s);
         k->chunk = chunk;
         k->chunk_mask = chunk - 1;
         uint32_t batch = 16384 / s;

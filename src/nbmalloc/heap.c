@@ -43,7 +43,6 @@ static _Atomic uintptr_t tcache_chunks[NBM_TCACHE_MAX >> NBM_TCACHE_SHIFT];
 static nbm_pool_t tcache_pool = { .chunks = tcache_chunks, .stride = sizeof(nbm_tcache_t),
                                   .shift = NBM_TCACHE_SHIFT, .max = NBM_TCACHE_MAX, .fresh = 1 };
 static nbm_stack_t abandoned;
-static _Atomic uint32_t trim_epoch; /* bumped by every recovery: heaps give their spares back */
 static pthread_key_t tcache_key;
 static bool have_key;
 
@@ -132,8 +131,6 @@ static void page_link(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
     binx_of(tc, bin)->npages++;
 }
 
-static void spares_decay(nbm_tcache_t *tc);
-
 /* An empty page leaves its class: to the heap's spares. */
 static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
 {
@@ -150,85 +147,9 @@ static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
         bin->head = NULL;
     }
     tc->drains++;
-    unsigned k = nbm__page_order(pg->cls) - NBM_SPARE_ORDER0;
+    unsigned order = nbm__page_order(pg->cls);
     nbm__page_unmake(pg);
-    pg->next = tc->spare[k];
-    tc->spare[k] = pg;
-    tc->nspare[k]++;
-    spares_decay(tc);
-}
-
-static void release_top(nbm_tcache_t *tc, unsigned k, uint32_t n)
-{
-    for (; n && tc->spare[k]; n--) {
-        nbm_page_t *pg = tc->spare[k];
-        tc->spare[k] = pg->next;
-        tc->nspare[k]--;
-        nbm__page_release((void *)nbm__page_base(pg), k + NBM_SPARE_ORDER0);
-    }
-    if (tc->spare_low[k] > tc->nspare[k])
-        tc->spare_low[k] = tc->nspare[k];
-}
-
-/* The heap's spare pages all go back; true if it had any. */
-static bool release_spares(nbm_tcache_t *tc)
-{
-    bool any = false;
-    for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
-        any |= tc->nspare[k] != 0;
-        release_top(tc, k, UINT32_MAX);
-    }
-    return any;
-}
-
-/* Decay of spare pages (empty pages kept for the heap's next pages of any
- * class): every half NBM_PURGE_DELAY_MS, the spares that were not needed during
- * the whole interval (the fewest held at any time in it) go back to the OS
- * and the back-end. A steady program keeps what it reuses; a shrinking one
- * returns its empty pages within two intervals of its next slow path. After
- * a thread ran out of memory (the recovery epoch moved), all go back. Called
- * on the slow paths that take or give pages and at the heartbeat. */
-static void spares_decay(nbm_tcache_t *tc)
-{
-    uint32_t e = nbm_load_u32_relaxed(&trim_epoch);
-    if (NBM_UNLIKELY(e != tc->trim_seen)) {
-        tc->trim_seen = e;
-        release_spares(tc);
-    }
-    uint64_t now = nbm__os_now_ns();
-    if (now - tc->spare_since < nbm__opt.purge_delay_ns / 2)
-        return;
-    for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
-        release_top(tc, k, tc->spare_low[k]);
-        tc->spare_low[k] = tc->nspare[k];
-    }
-    tc->spare_since = now;
-}
-
-/* The heap's spares to the medium cache (an exiting thread's). */
-static void give_spares(nbm_tcache_t *tc)
-{
-    for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
-        while (tc->spare[k]) {
-            nbm_page_t *pg = tc->spare[k];
-            tc->spare[k] = pg->next;
-            nbm__medium_release((void *)nbm__page_base(pg), k + NBM_SPARE_ORDER0);
-        }
-        tc->nspare[k] = tc->spare_low[k] = 0;
-    }
-}
-
-/* A spare block of the order, or NULL. */
-static void *take_spare(nbm_tcache_t *tc, unsigned order)
-{
-    unsigned k = order - NBM_SPARE_ORDER0;
-    nbm_page_t *pg = tc->spare[k];
-    if (!pg)
-        return NULL;
-    tc->spare[k] = pg->next;
-    if (--tc->nspare[k] < tc->spare_low[k])
-        tc->spare_low[k] = tc->nspare[k];
-    return (void *)nbm__page_base(pg);
+    nbm__spare_put(tc, pg, order);
 }
 
 void nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg)
@@ -302,7 +223,7 @@ static bool collect_heap(nbm_tcache_t *tc, bool spares)
         retire_current(bin);
         released += sweep_bin(tc, bin);
     }
-    return (spares && release_spares(tc)) || released != 0;
+    return (spares && nbm__spare_release_all(tc)) || released != 0;
 }
 
 /* Makes a page with free objects current; the bin's list is empty. */
@@ -341,7 +262,7 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
                 return true;
             continue; /* cannot happen: avail pages hold free objects */
         }
-        void *b = take_spare(tc, nbm__page_order(cls));
+        void *b = nbm__spare_take(tc, nbm__page_order(cls));
         if (!b)
             b = nbm__block_cached(nbm__page_order(cls)); /* e.g. an exited thread's spare */
         pg = nbm__page_new(cls, (uintptr_t)tc, &tc->arena_hint, b);
@@ -352,12 +273,57 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
             continue;
         }
         tc->refills++;
-        spares_decay(tc);
+        nbm__spare_decay(tc);
         x->fresh++;
         page_link(tc, bin, pg);
         retire_current(bin);
         bin->page = pg;
     }
+}
+
+/* A large class (above NBM_SMALL_MAX: a few objects a page) has no current
+ * page: every free by the owner lands on its page's own list, counted (the
+ * third case of nbm__free_fast), so a page whose objects all came back
+ * leaves the class at once and its block serves any class of its order. Its
+ * avail list holds the pages with a free or an uncarved object: the first
+ * gives one (its list first, else one carved), else a sweep or a new page. */
+static void *large_alloc(nbm_tcache_t *tc, unsigned cls)
+{
+    nbm_bin_t *bin = &tc->bins[cls];
+    nbm_binx_t *x = binx_of(tc, bin);
+    const nbm_class_t *c = &nbm__classes[cls];
+    bool recovered = false;
+    if (!bin->avail && x->npages && x->fresh * 4 >= x->npages)
+        sweep_bin(tc, bin);
+    while (!bin->avail) {
+        void *b = nbm__spare_take(tc, nbm__page_order(cls));
+        if (!b)
+            b = nbm__block_cached(nbm__page_order(cls));
+        nbm_page_t *pg = nbm__page_new(cls, (uintptr_t)tc, &tc->arena_hint, b);
+        if (!pg) {
+            if (recovered || !nbm__recover())
+                return NULL;
+            recovered = true;
+            continue; /* the recovery swept this heap: avail may hold pages */
+        }
+        tc->refills++;
+        nbm__spare_decay(tc);
+        x->fresh++;
+        page_link(tc, bin, pg);
+        avail_push(bin, pg);
+    }
+    nbm_page_t *pg = bin->avail;
+    void **o = pg->free;
+    if (o) {
+        pg->free = o[0];
+        pg->nfree--;
+    } else {
+        nbm__page_carve(pg, (void **)&o, 1); /* avail: there is room */
+    }
+    if (!pg->free && (nbm__page_carved(pg) + 1) * c->size > c->chunk)
+        avail_unlink(bin, pg); /* nothing left: full */
+    o[1] = NULL;
+    return o;
 }
 
 void *nbm__small_alloc_generic(unsigned cls)
@@ -370,7 +336,7 @@ void *nbm__small_alloc_generic(unsigned cls)
     if (NBM_UNLIKELY(tc->tick == 0)) { /* the fast path's countdown ran out */
         tc->tick = NBM_HEARTBEAT;
         nbm__remote_flush(tc);
-        spares_decay(tc);
+        nbm__spare_decay(tc);
     }
     nbm_bin_t *bin = &tc->bins[cls];
     void **p = bin->rhead;
@@ -379,6 +345,8 @@ void *nbm__small_alloc_generic(unsigned cls)
         p[1] = NULL;
         return p;
     }
+    if (cls >= NBM_NSMALL)
+        return large_alloc(tc, cls);
     if (!bin->head && !refill(tc, cls))
         return NULL;
     p = bin->head;
@@ -431,7 +399,7 @@ static void tcache_exit(void *v)
      * medium block) of their size takes them while warm, and its delay
      * returns them to the OS otherwise. */
     nbm__tcache_flush(tc, false);
-    give_spares(tc);
+    nbm__spare_give(tc);
     nbm__stack_push(&abandoned, &tcache_pool, tc->index, tc->index);
 }
 
@@ -469,7 +437,7 @@ bool nbm__recover(void)
     bool any = nbm_load_u64_relaxed(&nbm__gstats.medium_cached) != 0;
     if (nbm__tc)
         nbm__tc->arena_hint = 0; /* the lowest arenas first: the higher may retire */
-    nbm_add_u32(&trim_epoch, 1); /* other live heaps give their spares back at their next page */
+    nbm__spare_trim(); /* other live heaps give their spares back at their next page */
     any |= nbm__heaps_collect(true);
     any |= nbm__arena_reclaim();
     return any;

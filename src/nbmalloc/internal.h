@@ -65,8 +65,14 @@
 #define NBM_MAP_TOMB    ((uintptr_t)3) /* a freed huge mapping: its user pointer | 3 */
 
 /* --- size classes ---------------------------------------------------------- */
-/* 16..128 step 16, then four classes per power of two up to 16 KiB. */
-#define NBM_NCLASSES   36
+/* Small: 16..128 step 16, then four classes per power of two up to 16 KiB
+ * (NBM_NSMALL classes). Large: eight per power of two above 16 KiB up to
+ * NBM_LARGE_MAX (at most 12.5 % above the request); pages of a large class
+ * are big enough for its objects to fill 7/8 of them. Above NBM_LARGE_MAX:
+ * medium blocks (medium.c). */
+#define NBM_NSMALL     36
+#define NBM_LARGE_MAX  ((size_t)1 << 20)
+#define NBM_NCLASSES   (NBM_NSMALL + 8 * 6) /* 16 KiB .. 1 MiB: six doublings */
 #define NBM_FAST_MAX   1024 /* sizes looked up in a table on the fast path */
 
 typedef struct nbm_class {   /* 32 bytes: indexed with a shift */
@@ -89,9 +95,18 @@ static inline unsigned nbm__class_of_large(size_t n)
     unsigned b = 63u - (unsigned)__builtin_clzll(n - 1); /* 2^b < n <= 2^(b+1) */
     return 8u + (b - 7u) * 4u + (unsigned)(((n - 1) >> (b - 2)) & 3u);
 }
+/* Class of a size in (NBM_SMALL_MAX, NBM_LARGE_MAX]: 2^b < n <= 2^(b+1),
+ * eighths of 2^b. */
+static inline unsigned nbm__class_of_big(size_t n)
+{
+    unsigned b = 63u - (unsigned)__builtin_clzll(n - 1);
+    return NBM_NSMALL + (b - 14u) * 8u + (unsigned)(((n - 1) >> (b - 3)) & 7u);
+}
+/* Class of a size in [0, NBM_LARGE_MAX]. */
 static inline unsigned nbm__class_of(size_t n)
 {
-    return n <= NBM_FAST_MAX ? nbm__class_of_small[(n + 15) >> 4] : nbm__class_of_large(n);
+    return n <= NBM_FAST_MAX ? nbm__class_of_small[(n + 15) >> 4]
+         : n <= NBM_SMALL_MAX ? nbm__class_of_large(n) : nbm__class_of_big(n);
 }
 
 /* --- descriptors and tagged stacks ---------------------------------------- */
@@ -207,8 +222,8 @@ typedef struct nbm_binx {
 
 #define NBM_DESC_STASH 64
 #define NBM_MCACHE_ORDERS 8 /* medium blocks of 4..512 KiB: one per order per thread */
-#define NBM_SPARE_ORDER0 4  /* page orders: 64 KiB and 128 KiB pages */
-#define NBM_SPARE_ORDERS 2
+#define NBM_SPARE_ORDER0 4  /* page orders: 64 KiB (small classes) .. 8 MiB (large) */
+#define NBM_SPARE_ORDERS 8
 
 /* The heap record of a thread (historically "tcache"). Records are reused:
  * at thread exit the record, with the pages it owns, goes to a stack of
@@ -363,6 +378,7 @@ NBM_HIDDEN nbm_arena_t *nbm__arena_at(uint32_t i);
 NBM_HIDDEN uint32_t nbm__arena_count(void);
 NBM_HIDDEN void nbm__decay_sweep(bool all);
 NBM_HIDDEN void nbm__medium_release(void *p, unsigned order); /* to the decay cache */
+NBM_HIDDEN void nbm__medium_tick(uint64_t now); /* the cache's sweep, if one is due */
 /* After an allocation failed: the medium cache to the back-end, empty arenas
  * to the OS. True if anything was returned. */
 NBM_HIDDEN bool nbm__arena_reclaim(void);
@@ -396,7 +412,10 @@ NBM_HIDDEN uintptr_t nbm__page_base(const nbm_page_t *pg); /* the page's first b
 NBM_HIDDEN void *nbm__page_take_remote(nbm_page_t *pg, uint32_t *n, void ***last);
 /* Pushes a chain of the page's objects, first..last linked by word 0, with one CAS. */
 NBM_HIDDEN void  nbm__page_free_remote(nbm_page_t *pg, void **first, void **last);
-NBM_HIDDEN void *nbm__page_unmake(nbm_page_t *pg); /* an empty page: its block */
+NBM_HIDDEN void *nbm__page_unmake(nbm_page_t *pg); /* an empty page: its block (unit words kept) */
+/* The unit words of an empty page's block cleared: a pointer into it is
+ * then invalid (before the block leaves the heap). */
+NBM_HIDDEN void  nbm__page_forget(void *block, unsigned order);
 /* The one place an empty page's block goes back (see page.c). */
 NBM_HIDDEN void  nbm__page_release(void *block, unsigned order);
 
@@ -421,11 +440,27 @@ NBM_HIDDEN void  nbm__desc_flush(nbm_tcache_t *tc);
 NBM_HIDDEN bool  nbm__heaps_collect(bool medium);
 NBM_HIDDEN bool  nbm__recover(void);                  /* after ENOMEM: true if anything was freed */
 
+/* --- a heap's spare pages (spare.c) ---------------------------------------------- */
+/* An empty page (unmade, unit words kept) of the page order to the spares,
+ * then the decay. */
+NBM_HIDDEN void  nbm__spare_put(nbm_tcache_t *tc, nbm_page_t *pg, unsigned order);
+NBM_HIDDEN void *nbm__spare_take(nbm_tcache_t *tc, unsigned order); /* a spare's block, or NULL */
+/* Spares not needed for half NBM_PURGE_DELAY_MS go back; all of them after a
+ * recovery. Called where the heap takes or gives pages and at the heartbeat. */
+NBM_HIDDEN void  nbm__spare_decay(nbm_tcache_t *tc);
+NBM_HIDDEN bool  nbm__spare_release_all(nbm_tcache_t *tc); /* true if there were any */
+NBM_HIDDEN void  nbm__spare_give(nbm_tcache_t *tc);        /* to the medium cache (thread exit) */
+NBM_HIDDEN void  nbm__spare_trim(void); /* every heap releases its spares at its next decay */
+
 /* --- the generic entry points (alloc.c, free.c) --------------------------------- */
 NBM_HIDDEN void  *nbm__malloc_generic(size_t n);
 NBM_HIDDEN void  *nbm__aligned_generic(size_t align, size_t n);
 NBM_HIDDEN void   nbm__free_generic(void *p);
 NBM_HIDDEN size_t nbm__usable(const void *p, const char *who, const char *freed);
+/* The carved-count word for an object past a big page's first unit whose
+ * own unit word failed the offset check; aborts with who if a is not an
+ * object handed out (free.c). */
+NBM_HIDDEN uint32_t nbm__offset_far(nbm_arena_t *ar, const nbm_class_t *c, uintptr_t a, const char *who);
 NBM_HIDDEN void  *nbm__calloc(size_t count, size_t size);
 NBM_HIDDEN void  *nbm__realloc(void *p, size_t n);
 NBM_HIDDEN int    nbm__posix_memalign(void **out, size_t align, size_t n);

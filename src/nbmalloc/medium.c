@@ -52,6 +52,11 @@ static void maybe_sweep(uint64_t now)
         nbm__decay_sweep(false);
 }
 
+void nbm__medium_tick(uint64_t now)
+{
+    maybe_sweep(now);
+}
+
 /* Fast case (no atomic RMW): the thread's own last freed block of this
  * order. Then the shared decay cache (one CAS), then the back-end. */
 void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc)

@@ -1,0 +1,100 @@
+/*
+ * spare.c - a heap's spare pages: empty pages kept, per page order, for the
+ * heap's next page of any class of that order, and their decay.
+ *
+ * A page whose objects all came back leaves its class (heap.c) and is pushed
+ * here. Every half NBM_PURGE_DELAY_MS the spares that were not needed during
+ * the whole interval (the fewest held at any time in it) go back to the OS
+ * and the back-end (nbm__page_release); a steady program keeps what it
+ * reuses, a shrinking one returns its empty pages within two intervals of
+ * its next slow path. After a thread ran out of memory (the recovery epoch
+ * moved), every heap gives all its spares back at its next page. A spare
+ * keeps its unit words (a double free of one of its objects is still
+ * reported as one) until it is reused or leaves the heap. Every field here is
+ * the heap owner's; only the recovery epoch is shared (an atomic counter).
+ */
+#include "internal.h"
+
+static _Atomic uint32_t trim_epoch; /* bumped by every recovery: heaps give their spares back */
+
+static void release_top(nbm_tcache_t *tc, unsigned k, uint32_t n)
+{
+    for (; n && tc->spare[k]; n--) {
+        nbm_page_t *pg = tc->spare[k];
+        tc->spare[k] = pg->next;
+        tc->nspare[k]--;
+        nbm__page_release((void *)nbm__page_base(pg), k + NBM_SPARE_ORDER0);
+    }
+    if (tc->spare_low[k] > tc->nspare[k])
+        tc->spare_low[k] = tc->nspare[k];
+}
+
+bool nbm__spare_release_all(nbm_tcache_t *tc)
+{
+    bool any = false;
+    for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
+        any |= tc->nspare[k] != 0;
+        release_top(tc, k, UINT32_MAX);
+    }
+    return any;
+}
+
+void nbm__spare_decay(nbm_tcache_t *tc)
+{
+    uint32_t e = nbm_load_u32_relaxed(&trim_epoch);
+    if (NBM_UNLIKELY(e != tc->trim_seen)) {
+        tc->trim_seen = e;
+        nbm__spare_release_all(tc);
+    }
+    uint64_t now = nbm__os_now_ns();
+    /* The medium cache's sweep is due by the same clock: a program whose
+     * requests all stay in the page tier still returns its cached blocks. */
+    nbm__medium_tick(now);
+    if (now - tc->spare_since < nbm__opt.purge_delay_ns / 2)
+        return;
+    for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
+        release_top(tc, k, tc->spare_low[k]);
+        tc->spare_low[k] = tc->nspare[k];
+    }
+    tc->spare_since = now;
+}
+
+void nbm__spare_put(nbm_tcache_t *tc, nbm_page_t *pg, unsigned order)
+{
+    unsigned k = order - NBM_SPARE_ORDER0;
+    pg->next = tc->spare[k];
+    tc->spare[k] = pg;
+    tc->nspare[k]++;
+    nbm__spare_decay(tc);
+}
+
+void nbm__spare_give(nbm_tcache_t *tc)
+{
+    for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
+        while (tc->spare[k]) {
+            nbm_page_t *pg = tc->spare[k];
+            tc->spare[k] = pg->next;
+            void *b = (void *)nbm__page_base(pg);
+            nbm__page_forget(b, k + NBM_SPARE_ORDER0); /* a medium block may be made of it */
+            nbm__medium_release(b, k + NBM_SPARE_ORDER0);
+        }
+        tc->nspare[k] = tc->spare_low[k] = 0;
+    }
+}
+
+void *nbm__spare_take(nbm_tcache_t *tc, unsigned order)
+{
+    unsigned k = order - NBM_SPARE_ORDER0;
+    nbm_page_t *pg = tc->spare[k];
+    if (!pg)
+        return NULL;
+    tc->spare[k] = pg->next;
+    if (--tc->nspare[k] < tc->spare_low[k])
+        tc->spare_low[k] = tc->nspare[k];
+    return (void *)nbm__page_base(pg);
+}
+
+void nbm__spare_trim(void)
+{
+    nbm_add_u32(&trim_epoch, 1);
+}
