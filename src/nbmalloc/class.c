@@ -10,15 +10,23 @@
  * Large classes (above 16 KiB up to NBM_LARGE_MAX = 1 MiB): eight per power
  * of two (p*9/8 .. 2p), so a request gets at most 1/8 more than it asked
  * for. A large class's page is the smallest power of two (at least 64 KiB)
- * whose objects fill 7/8 of it: 20 KiB objects 3 to a 64 KiB page, 18 KiB
- * ones 7 to 128 KiB, 704 KiB ones 11 to 8 MiB; p*7/4, p*15/8 and 2p are
- * alone in a 2p page. The page tail past the last object is never touched.
+ * whose objects fill 7/8 of it, up to 256 KiB: 20 KiB objects 3 to a 64 KiB
+ * page, 18 KiB ones 7 to 128 KiB, 22 KiB ones 11 to 256 KiB, 88 KiB ones 2
+ * to 256 KiB (69 %); above 128 KiB one object in the next power of two
+ * (576 KiB in 1 MiB). The page tail past the last object is never touched:
+ * it costs address space, not memory. Pages are capped because a heap's
+ * page of a class strands its freed objects until the page empties: with
+ * 7/8 pages for every class (11 objects of 704 KiB in 8 MiB), a storm of 8
+ * threads of 16 B..1 MiB requests peaked at 2.2x the resident memory and
+ * the page faults of power-of-two blocks; capped at 256 KiB, at their level
+ * (docs/nbmalloc.md).
  *
  * Every class is a multiple of 16, so every object is 16-aligned, and the
  * powers of two among them serve aligned requests (a chunk is aligned to its
  * size, so an object of size 2^k sits on a 2^k boundary).
  */
 #include "internal.h"
+
 
 nbm_class_t nbm__classes[NBM_NCLASSES];
 uint8_t nbm__class_of_small[NBM_FAST_MAX / 16 + 1];
@@ -36,7 +44,9 @@ static uint32_t class_size(unsigned c)
 }
 
 /* The page of a class: at least 64 KiB (one class-map unit); a small class
- * fits 8 objects, a large one fills 7/8 of it. */
+ * fits 8 objects; a large one fills 7/8 of it, or is NBM_LARGE_PAGE, or holds
+ * one object (the next power of two above NBM_LARGE_PAGE). */
+#define NBM_LARGE_PAGE ((uint32_t)256 << 10)
 static uint32_t chunk_size(unsigned c, uint32_t s)
 {
     uint32_t chunk = (uint32_t)1 << NBM_UNIT_SHIFT;
@@ -44,7 +54,7 @@ static uint32_t chunk_size(unsigned c, uint32_t s)
         while (chunk < 8 * s)
             chunk <<= 1;
     } else {
-        while ((uint64_t)(chunk / s) * s * 8 < (uint64_t)chunk * 7)
+        while (((uint64_t)(chunk / s) * s * 8 < (uint64_t)chunk * 7 && chunk < NBM_LARGE_PAGE) || chunk < s)
             chunk <<= 1;
     }
     return chunk;
@@ -66,6 +76,8 @@ void nbm__classes_init(void)
         uint32_t s = class_size(c);
         k->size = s;
         uint32_t chunk = chunk_size(c, s);
+        if ((unsigned)__builtin_ctz(chunk) - NBM_PAGE_SHIFT >= NBM_SPARE_ORDER0 + NBM_SPARE_ORDERS)
+            nbm__fatal("internal error: a page order beyond the spares, class size", (void *)(uintptr_t)s);
         k->chunk = chunk;
         k->chunk_mask = chunk - 1;
         uint32_t batch = 16384 / s;

@@ -297,9 +297,9 @@ static void *large_alloc(nbm_tcache_t *tc, unsigned cls)
         sweep_bin(tc, bin);
     while (!bin->avail) {
         void *b = nbm__spare_take(tc, nbm__page_order(cls));
-        if (!b)
-            b = nbm__block_cached(nbm__page_order(cls));
         nbm_page_t *pg = nbm__page_new(cls, (uintptr_t)tc, &tc->arena_hint, b);
+        if (pg && !b)
+            nbm__spare_fresh(nbm__page_order(cls));
         if (!pg) {
             if (recovered || !nbm__recover())
                 return NULL;

@@ -67,9 +67,9 @@
 /* --- size classes ---------------------------------------------------------- */
 /* Small: 16..128 step 16, then four classes per power of two up to 16 KiB
  * (NBM_NSMALL classes). Large: eight per power of two above 16 KiB up to
- * NBM_LARGE_MAX (at most 12.5 % above the request); pages of a large class
- * are big enough for its objects to fill 7/8 of them. Above NBM_LARGE_MAX:
- * medium blocks (medium.c). */
+ * NBM_LARGE_MAX (at most 12.5 % above the request), in pages of up to
+ * 256 KiB (one object in a page of the next power of two above 128 KiB; see
+ * class.c). Above NBM_LARGE_MAX: medium blocks (medium.c). */
 #define NBM_NSMALL     36
 #define NBM_LARGE_MAX  ((size_t)1 << 20)
 #define NBM_NCLASSES   (NBM_NSMALL + 8 * 6) /* 16 KiB .. 1 MiB: six doublings */
@@ -222,8 +222,9 @@ typedef struct nbm_binx {
 
 #define NBM_DESC_STASH 64
 #define NBM_MCACHE_ORDERS 8 /* medium blocks of 4..512 KiB: one per order per thread */
-#define NBM_SPARE_ORDER0 4  /* page orders: 64 KiB (small classes) .. 8 MiB (large) */
-#define NBM_SPARE_ORDERS 8
+#define NBM_SPARE_ORDER0 4  /* page orders: 64 KiB (small classes) .. 1 MiB (large) */
+#define NBM_SPARE_ORDERS 5
+#define NBM_SHARED_ORDER 6  /* pages of 256 KiB and up: one spare per order, the rest shared (spare.c) */
 
 /* The heap record of a thread (historically "tcache"). Records are reused:
  * at thread exit the record, with the pages it owns, goes to a stack of
@@ -379,6 +380,12 @@ NBM_HIDDEN uint32_t nbm__arena_count(void);
 NBM_HIDDEN void nbm__decay_sweep(bool all);
 NBM_HIDDEN void nbm__medium_release(void *p, unsigned order); /* to the decay cache */
 NBM_HIDDEN void nbm__medium_tick(uint64_t now); /* the cache's sweep, if one is due */
+/* Page blocks of NBM_SHARED_ORDER and up (spare.c) under the medium cache's
+ * policy: a cached one taken for a page, one new from the back-end, a heap's
+ * spare back to the back-end. */
+NBM_HIDDEN void *nbm__medium_page_take(unsigned order);
+NBM_HIDDEN void  nbm__medium_page_new(unsigned order);
+NBM_HIDDEN void  nbm__medium_page_gone(unsigned order);
 /* After an allocation failed: the medium cache to the back-end, empty arenas
  * to the OS. True if anything was returned. */
 NBM_HIDDEN bool nbm__arena_reclaim(void);
@@ -444,7 +451,11 @@ NBM_HIDDEN bool  nbm__recover(void);                  /* after ENOMEM: true if a
 /* An empty page (unmade, unit words kept) of the page order to the spares,
  * then the decay. */
 NBM_HIDDEN void  nbm__spare_put(nbm_tcache_t *tc, nbm_page_t *pg, unsigned order);
-NBM_HIDDEN void *nbm__spare_take(nbm_tcache_t *tc, unsigned order); /* a spare's block, or NULL */
+/* A block for a new page: the heap's spare, else a cached free block (the
+ * medium cache's); NULL if none: the caller takes one from the back-end and
+ * calls nbm__spare_fresh. */
+NBM_HIDDEN void *nbm__spare_take(nbm_tcache_t *tc, unsigned order);
+NBM_HIDDEN void  nbm__spare_fresh(unsigned order);
 /* Spares not needed for half NBM_PURGE_DELAY_MS go back; all of them after a
  * recovery. Called where the heap takes or gives pages and at the heartbeat. */
 NBM_HIDDEN void  nbm__spare_decay(nbm_tcache_t *tc);

@@ -123,6 +123,32 @@ void *nbm__block_cached(unsigned order)
     return p;
 }
 
+/* Blocks of pages of NBM_SHARED_ORDER and up (large classes) share the
+ * medium cache and its policy: counted in use while they are pages or a
+ * heap's spare, given back by nbm__medium_release. A cached block for a new
+ * page (its page byte cleared), or NULL. */
+void *nbm__medium_page_take(unsigned order)
+{
+    void *p = nbm__block_cached(order);
+    if (p) {
+        nbm__decay_unhold(&policy[order], NBM_PAGE << order);
+        nbm__decay_take(&policy[order], NBM_PAGE << order, nbm__os_now_ns());
+    }
+    return p;
+}
+
+/* A page block of the order came from the back-end (counted in use), or a
+ * heap's spare went back to it (no longer in use). */
+void nbm__medium_page_new(unsigned order)
+{
+    nbm__decay_take(&policy[order], NBM_PAGE << order, nbm__os_now_ns());
+}
+
+void nbm__medium_page_gone(unsigned order)
+{
+    nbm__decay_give(&policy[order], NBM_PAGE << order, nbm__os_now_ns());
+}
+
 /* The order of the live medium block at p. A pointer that is not a page
  * start, or whose page byte is 0 (interior, never handed out, past the
  * arena's end, back in the back-end) is `who`; a block freed and still cached

@@ -203,10 +203,10 @@ static void expect_abort(const char *name, void (*fn)(void), const char *want)
     CHECK(ok);
 }
 
-#define BIG_OBJ  ((size_t)704 << 10) /* 11 to an 8 MiB page: past its first 64 KiB unit */
-#define BIG_PAGE ((size_t)8 << 20)
+#define BIG_OBJ  ((size_t)44 << 10) /* 5 to a 256 KiB page: objects past its first 64 KiB unit */
+#define BIG_PAGE ((size_t)256 << 10)
 
-/* The first object of a fresh page of the 704 KiB class. */
+/* The first object of a fresh page of the 44 KiB class. */
 static char *big_page_start(void)
 {
     for (int i = 0; i < 64; i++) {
@@ -227,7 +227,7 @@ static void double_large_busy(void)
 }
 static void interior_large(void) { char *p = nbm_malloc(20000); nbm_free(p + 16); }
 static void interior_large_page(void) { char *p = nbm_malloc(20000); nbm_free(p + 4096); }
-static void never_carved_large(void) { char *p = big_page_start(); nbm_free(p + 5 * BIG_OBJ); }
+static void never_carved_large(void) { char *p = big_page_start(); nbm_free(p + 4 * BIG_OBJ); }
 static void double_far(void)
 {
     char *p = big_page_start(), *q = nbm_malloc(BIG_OBJ), *r = nbm_malloc(BIG_OBJ);
