@@ -131,6 +131,8 @@ static void page_link(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
     binx_of(tc, bin)->npages++;
 }
 
+static void heap_decay(nbm_tcache_t *tc);
+
 /* An empty page leaves its class: to the heap's spares. */
 static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
 {
@@ -148,16 +150,57 @@ static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
     }
     tc->drains++;
     unsigned order = nbm__page_order(pg->cls);
+    if (tc->kept[order - NBM_SPARE_ORDER0] == pg)
+        tc->kept[order - NBM_SPARE_ORDER0] = NULL;
     nbm__page_unmake(pg);
     nbm__spare_put(tc, pg, order);
+    heap_decay(tc);
+}
+
+/* A large class's page that just emptied stays in its class as the heap's
+ * kept page of its order (the one kept before is dropped), so a malloc/free
+ * loop of one size reuses it instead of making and dropping a page each
+ * time (4x the instructions of a medium block's reuse). One per order, as
+ * the former medium blocks kept one per order a thread; a kept page unused
+ * for a decay interval is dropped (kept_decay). */
+static void keep_empty(nbm_tcache_t *tc, nbm_page_t *pg)
+{
+    unsigned k = nbm__page_order(pg->cls) - NBM_SPARE_ORDER0;
+    nbm_page_t *old = tc->kept[k];
+    tc->kept[k] = pg;
+    tc->kept_used |= 1u << k;
+    if (old && old != pg)
+        page_drop(tc, &tc->bins[old->cls], old);
+}
+
+static void kept_decay(nbm_tcache_t *tc)
+{
+    for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
+        nbm_page_t *pg = tc->kept[k];
+        if (pg && !(tc->kept_used & (1u << k)))
+            page_drop(tc, &tc->bins[pg->cls], pg); /* clears kept[k] */
+    }
+    tc->kept_used = 0;
+}
+
+/* The spare decay, and at the end of each of its intervals the kept pages'. */
+static void heap_decay(nbm_tcache_t *tc)
+{
+    if (nbm__spare_decay(tc))
+        kept_decay(tc);
 }
 
 void nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg)
 {
     nbm_bin_t *bin = &tc->bins[pg->cls];
-    if (pg->nfree == nbm__page_carved(pg))
-        page_drop(tc, bin, pg);
-    else if (!pg->avail)
+    if (pg->nfree == nbm__page_carved(pg)) {
+        if (pg->cls < NBM_NSMALL) {
+            page_drop(tc, bin, pg);
+            return;
+        }
+        keep_empty(tc, pg);
+    }
+    if (!pg->avail)
         avail_push(bin, pg);
 }
 
@@ -273,7 +316,7 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
             continue;
         }
         tc->refills++;
-        nbm__spare_decay(tc);
+        heap_decay(tc);
         x->fresh++;
         page_link(tc, bin, pg);
         retire_current(bin);
@@ -307,12 +350,17 @@ static void *large_alloc(nbm_tcache_t *tc, unsigned cls)
             continue; /* the recovery swept this heap: avail may hold pages */
         }
         tc->refills++;
-        nbm__spare_decay(tc);
+        heap_decay(tc);
         x->fresh++;
         page_link(tc, bin, pg);
         avail_push(bin, pg);
     }
     nbm_page_t *pg = bin->avail;
+    unsigned k = (unsigned)__builtin_ctz(c->chunk) - NBM_PAGE_SHIFT - NBM_SPARE_ORDER0;
+    if (tc->kept[k] == pg) { /* in use again */
+        tc->kept[k] = NULL;
+        tc->kept_used |= 1u << k;
+    }
     void **o = pg->free;
     if (o) {
         pg->free = o[0];
@@ -333,10 +381,15 @@ void *nbm__small_alloc_generic(unsigned cls)
         bool fresh;
         return nbm__medium_alloc(nbm__classes[cls].size, 0, &fresh, NULL);
     }
+    /* A large class's malloc counts 16 on the heartbeat's countdown: a
+     * program living on its kept pages still decays them and sweeps the
+     * medium cache (every 256 such mallocs, a clock read). */
+    if (cls >= NBM_NSMALL)
+        tc->tick = tc->tick > 16 ? tc->tick - 16 : 0;
     if (NBM_UNLIKELY(tc->tick == 0)) { /* the fast path's countdown ran out */
         tc->tick = NBM_HEARTBEAT;
         nbm__remote_flush(tc);
-        nbm__spare_decay(tc);
+        heap_decay(tc);
     }
     nbm_bin_t *bin = &tc->bins[cls];
     void **p = bin->rhead;

@@ -242,6 +242,8 @@ typedef struct nbm_tcache {
     uint32_t nspare[NBM_SPARE_ORDERS];
     uint32_t spare_low[NBM_SPARE_ORDERS]; /* fewest spares since spare_since: not needed, released next */
     uint64_t spare_since;                 /* start of the current decay interval (ns) */
+    nbm_page_t *kept[NBM_SPARE_ORDERS];   /* an emptied large-class page left in its class, per page order */
+    uint32_t kept_used;                   /* orders whose kept page served since the last decay */
     uint32_t trim_seen;                   /* last recovery epoch seen */
     uint32_t tick;                        /* fast-path mallocs until the heartbeat */
     uint64_t refills, drains;   /* pages taken / given back; joined into the globals at exit */
@@ -448,8 +450,7 @@ NBM_HIDDEN bool  nbm__heaps_collect(bool medium);
 NBM_HIDDEN bool  nbm__recover(void);                  /* after ENOMEM: true if anything was freed */
 
 /* --- a heap's spare pages (spare.c) ---------------------------------------------- */
-/* An empty page (unmade, unit words kept) of the page order to the spares,
- * then the decay. */
+/* An empty page (unmade, unit words kept) of the page order to the spares. */
 NBM_HIDDEN void  nbm__spare_put(nbm_tcache_t *tc, nbm_page_t *pg, unsigned order);
 /* A block for a new page: the heap's spare, else a cached free block (the
  * medium cache's); NULL if none: the caller takes one from the back-end and
@@ -457,8 +458,9 @@ NBM_HIDDEN void  nbm__spare_put(nbm_tcache_t *tc, nbm_page_t *pg, unsigned order
 NBM_HIDDEN void *nbm__spare_take(nbm_tcache_t *tc, unsigned order);
 NBM_HIDDEN void  nbm__spare_fresh(unsigned order);
 /* Spares not needed for half NBM_PURGE_DELAY_MS go back; all of them after a
- * recovery. Called where the heap takes or gives pages and at the heartbeat. */
-NBM_HIDDEN void  nbm__spare_decay(nbm_tcache_t *tc);
+ * recovery. Called where the heap takes or gives pages and at the heartbeat;
+ * true when a half interval ended (the heap's kept pages decay then too). */
+NBM_HIDDEN bool  nbm__spare_decay(nbm_tcache_t *tc);
 NBM_HIDDEN bool  nbm__spare_release_all(nbm_tcache_t *tc); /* true if there were any */
 NBM_HIDDEN void  nbm__spare_give(nbm_tcache_t *tc);        /* to the medium cache (thread exit) */
 NBM_HIDDEN void  nbm__spare_trim(void); /* every heap releases its spares at its next decay */

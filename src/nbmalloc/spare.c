@@ -50,7 +50,7 @@ bool nbm__spare_release_all(nbm_tcache_t *tc)
     return any;
 }
 
-void nbm__spare_decay(nbm_tcache_t *tc)
+bool nbm__spare_decay(nbm_tcache_t *tc)
 {
     uint32_t e = nbm_load_u32_relaxed(&trim_epoch);
     if (NBM_UNLIKELY(e != tc->trim_seen)) {
@@ -62,12 +62,13 @@ void nbm__spare_decay(nbm_tcache_t *tc)
      * requests all stay in the page tier still returns its cached blocks. */
     nbm__medium_tick(now);
     if (now - tc->spare_since < nbm__opt.purge_delay_ns / 2)
-        return;
+        return false;
     for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
         release_top(tc, k, tc->spare_low[k]);
         tc->spare_low[k] = tc->nspare[k];
     }
     tc->spare_since = now;
+    return true;
 }
 
 void nbm__spare_put(nbm_tcache_t *tc, nbm_page_t *pg, unsigned order)
@@ -82,7 +83,6 @@ void nbm__spare_put(nbm_tcache_t *tc, nbm_page_t *pg, unsigned order)
     pg->next = tc->spare[k];
     tc->spare[k] = pg;
     tc->nspare[k]++;
-    nbm__spare_decay(tc);
 }
 
 void nbm__spare_give(nbm_tcache_t *tc)
