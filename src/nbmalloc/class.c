@@ -76,8 +76,8 @@ void nbm__classes_init(void)
         uint32_t s = class_size(c);
         k->size = s;
         uint32_t chunk = chunk_size(c, s);
-        if ((unsigned)__builtin_ctz(chunk) - NBM_PAGE_SHIFT >= NBM_SPARE_ORDER0 + NBM_SPARE_ORDERS)
-            nbm__fatal("internal error: a page order beyond the spares, class size", (void *)(uintptr_t)s);
+        if (c < NBM_NSMALL && (unsigned)__builtin_ctz(chunk) - NBM_PAGE_SHIFT >= NBM_SHARED_ORDER)
+            nbm__fatal("internal error: a small class's page beyond the spares, size", (void *)(uintptr_t)s);
         k->chunk = chunk;
         k->chunk_mask = chunk - 1;
         uint32_t batch = 16384 / s;

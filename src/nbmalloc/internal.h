@@ -222,9 +222,9 @@ typedef struct nbm_binx {
 
 #define NBM_DESC_STASH 64
 #define NBM_MCACHE_ORDERS 8 /* medium blocks of 4..512 KiB: one per order per thread */
-#define NBM_SPARE_ORDER0 4  /* page orders: 64 KiB (small classes) .. 1 MiB (large) */
-#define NBM_SPARE_ORDERS 5
-#define NBM_SHARED_ORDER 6  /* pages of 256 KiB and up: one spare per order, the rest shared (spare.c) */
+#define NBM_SPARE_ORDER0 4  /* page orders: 64 KiB and 128 KiB pages */
+#define NBM_SPARE_ORDERS 2
+#define NBM_SHARED_ORDER 6  /* pages of 256 KiB .. 1 MiB (large classes): no spares, the medium cache (spare.c) */
 
 /* The heap record of a thread (historically "tcache"). Records are reused:
  * at thread exit the record, with the pages it owns, goes to a stack of
@@ -242,7 +242,7 @@ typedef struct nbm_tcache {
     uint32_t nspare[NBM_SPARE_ORDERS];
     uint32_t spare_low[NBM_SPARE_ORDERS]; /* fewest spares since spare_since: not needed, released next */
     uint64_t spare_since;                 /* start of the current decay interval (ns) */
-    nbm_page_t *kept[NBM_SPARE_ORDERS];   /* an emptied large-class page left in its class, per page order */
+    nbm_page_t *kept[NBM_SPARE_ORDERS];   /* an emptied large-class page left in its class, per spare order */
     uint32_t kept_used;                   /* orders whose kept page served since the last decay */
     uint32_t trim_seen;                   /* last recovery epoch seen */
     uint32_t tick;                        /* fast-path mallocs until the heartbeat */
@@ -383,11 +383,11 @@ NBM_HIDDEN void nbm__decay_sweep(bool all);
 NBM_HIDDEN void nbm__medium_release(void *p, unsigned order); /* to the decay cache */
 NBM_HIDDEN void nbm__medium_tick(uint64_t now); /* the cache's sweep, if one is due */
 /* Page blocks of NBM_SHARED_ORDER and up (spare.c) under the medium cache's
- * policy: a cached one taken for a page, one new from the back-end, a heap's
- * spare back to the back-end. */
+ * policy: a cached one taken for a page, one new from the back-end, an
+ * empty page's given to the cache. */
 NBM_HIDDEN void *nbm__medium_page_take(unsigned order);
 NBM_HIDDEN void  nbm__medium_page_new(unsigned order);
-NBM_HIDDEN void  nbm__medium_page_gone(unsigned order);
+NBM_HIDDEN void  nbm__medium_page_give(void *p, unsigned order);
 /* After an allocation failed: the medium cache to the back-end, empty arenas
  * to the OS. True if anything was returned. */
 NBM_HIDDEN bool nbm__arena_reclaim(void);

@@ -14,13 +14,12 @@
  * the heap owner's; only the recovery epoch is shared (an atomic counter).
  *
  * Pages of NBM_SHARED_ORDER (256 KiB) and up belong to the large classes,
- * each of few objects: a heap keeps one spare per such order (a
- * malloc/free loop of one size reuses it), and the others go to the medium
- * cache, shared by every thread and every use of the order (pages and
- * medium blocks) and kept by the memory policy (decay.c), which counts these
- * blocks in use while they are pages or a heap's spare. Kept per heap and
- * per order instead, a storm of 8 threads of 16 B..1 MiB requests peaked at
- * three times the resident memory.
+ * each of few objects: they are not kept here but go to the medium cache,
+ * shared by every thread and every use of the order (pages and medium
+ * blocks) and kept by the memory policy (decay.c), which counts these blocks
+ * in use while they are pages. Kept per heap and per order instead, a storm
+ * of 8 threads of 16 B..1 MiB requests peaked at up to three times the
+ * resident memory (one kept per heap and order: 10 % more).
  */
 #include "internal.h"
 
@@ -32,8 +31,6 @@ static void release_top(nbm_tcache_t *tc, unsigned k, uint32_t n)
         nbm_page_t *pg = tc->spare[k];
         tc->spare[k] = pg->next;
         tc->nspare[k]--;
-        if (k + NBM_SPARE_ORDER0 >= NBM_SHARED_ORDER)
-            nbm__medium_page_gone(k + NBM_SPARE_ORDER0);
         nbm__page_release((void *)nbm__page_base(pg), k + NBM_SPARE_ORDER0);
     }
     if (tc->spare_low[k] > tc->nspare[k])
@@ -73,13 +70,11 @@ bool nbm__spare_decay(nbm_tcache_t *tc)
 
 void nbm__spare_put(nbm_tcache_t *tc, nbm_page_t *pg, unsigned order)
 {
-    unsigned k = order - NBM_SPARE_ORDER0;
-    if (order >= NBM_SHARED_ORDER && tc->nspare[k] != 0) {
-        void *b = (void *)nbm__page_base(pg);
-        nbm__page_forget(b, order);
-        nbm__medium_release(b, order);
+    if (order >= NBM_SHARED_ORDER) {
+        nbm__medium_page_give((void *)nbm__page_base(pg), order);
         return;
     }
+    unsigned k = order - NBM_SPARE_ORDER0;
     pg->next = tc->spare[k];
     tc->spare[k] = pg;
     tc->nspare[k]++;
@@ -101,10 +96,12 @@ void nbm__spare_give(nbm_tcache_t *tc)
 
 void *nbm__spare_take(nbm_tcache_t *tc, unsigned order)
 {
+    if (order >= NBM_SHARED_ORDER)
+        return nbm__medium_page_take(order);
     unsigned k = order - NBM_SPARE_ORDER0;
     nbm_page_t *pg = tc->spare[k];
     if (!pg)
-        return order >= NBM_SHARED_ORDER ? nbm__medium_page_take(order) : nbm__block_cached(order);
+        return nbm__block_cached(order);
     tc->spare[k] = pg->next;
     if (--tc->nspare[k] < tc->spare_low[k])
         tc->spare_low[k] = tc->nspare[k];
