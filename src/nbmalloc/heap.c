@@ -150,20 +150,19 @@ static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
     }
     tc->drains++;
     unsigned order = nbm__page_order(pg->cls);
-    if (order < NBM_SHARED_ORDER && tc->kept[order - NBM_SPARE_ORDER0] == pg)
+    if (order < NBM_SPARE_ORDER0 + NBM_KEPT_ORDERS && tc->kept[order - NBM_SPARE_ORDER0] == pg)
         tc->kept[order - NBM_SPARE_ORDER0] = NULL;
     nbm__page_unmake(pg);
     nbm__spare_put(tc, pg, order);
     heap_decay(tc);
 }
 
-/* A large class's page of 64 or 128 KiB that just emptied stays in its
- * class as the heap's kept page of its order (the one kept before is
- * dropped), so a malloc/free loop of one size reuses it instead of making
- * and dropping a page each time (4x the instructions of a medium block's
- * reuse); a kept page unused for a decay interval is dropped (kept_decay).
- * Pages of NBM_SHARED_ORDER and up are not kept: kept too, storm at 8
- * threads peaked 10-15 % higher. */
+/* A large class's page of 64-512 KiB that just emptied stays in its class
+ * as the heap's kept page of its order (the one kept before is dropped), so
+ * a malloc/free loop of one size reuses it instead of making and dropping a
+ * page each time (4-6x the instructions of a medium block's reuse); a kept
+ * page unused for a decay interval is dropped (kept_decay). One per order up
+ * to 512 KiB, as the former medium blocks kept one per order a thread. */
 static void keep_empty(nbm_tcache_t *tc, nbm_page_t *pg)
 {
     unsigned k = nbm__page_order(pg->cls) - NBM_SPARE_ORDER0;
@@ -176,7 +175,7 @@ static void keep_empty(nbm_tcache_t *tc, nbm_page_t *pg)
 
 static void kept_decay(nbm_tcache_t *tc)
 {
-    for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
+    for (unsigned k = 0; k < NBM_KEPT_ORDERS; k++) {
         nbm_page_t *pg = tc->kept[k];
         if (pg && !(tc->kept_used & (1u << k)))
             page_drop(tc, &tc->bins[pg->cls], pg); /* clears kept[k] */
@@ -195,7 +194,7 @@ void nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg)
 {
     nbm_bin_t *bin = &tc->bins[pg->cls];
     if (pg->nfree == nbm__page_carved(pg)) {
-        if (pg->cls < NBM_NSMALL || nbm__page_order(pg->cls) >= NBM_SHARED_ORDER) {
+        if (pg->cls < NBM_NSMALL || nbm__page_order(pg->cls) >= NBM_SPARE_ORDER0 + NBM_KEPT_ORDERS) {
             page_drop(tc, bin, pg);
             return;
         }
@@ -358,7 +357,7 @@ static void *large_alloc(nbm_tcache_t *tc, unsigned cls)
     }
     nbm_page_t *pg = bin->avail;
     unsigned k = (unsigned)__builtin_ctz(c->chunk) - NBM_PAGE_SHIFT - NBM_SPARE_ORDER0;
-    if (k < NBM_SPARE_ORDERS && tc->kept[k] == pg) { /* in use again */
+    if (k < NBM_KEPT_ORDERS && tc->kept[k] == pg) { /* in use again */
         tc->kept[k] = NULL;
         tc->kept_used |= 1u << k;
     }

@@ -225,6 +225,7 @@ typedef struct nbm_binx {
 #define NBM_SPARE_ORDER0 4  /* page orders: 64 KiB and 128 KiB pages */
 #define NBM_SPARE_ORDERS 2
 #define NBM_SHARED_ORDER 6  /* pages of 256 KiB .. 1 MiB (large classes): no spares, the medium cache (spare.c) */
+#define NBM_KEPT_ORDERS  4  /* a heap's kept pages (heap.c): 64 KiB .. 512 KiB */
 
 /* The heap record of a thread (historically "tcache"). Records are reused:
  * at thread exit the record, with the pages it owns, goes to a stack of
@@ -242,7 +243,7 @@ typedef struct nbm_tcache {
     uint32_t nspare[NBM_SPARE_ORDERS];
     uint32_t spare_low[NBM_SPARE_ORDERS]; /* fewest spares since spare_since: not needed, released next */
     uint64_t spare_since;                 /* start of the current decay interval (ns) */
-    nbm_page_t *kept[NBM_SPARE_ORDERS];   /* an emptied large-class page left in its class, per spare order */
+    nbm_page_t *kept[NBM_KEPT_ORDERS];    /* an emptied large-class page left in its class, per page order */
     uint32_t kept_used;                   /* orders whose kept page served since the last decay */
     uint32_t trim_seen;                   /* last recovery epoch seen */
     uint32_t tick;                        /* fast-path mallocs until the heartbeat */
