@@ -14,8 +14,8 @@
 #      and thread count, the mallocs' runs interleaved round-robin with the
 #      order rotated each round; the workload's own thread counts and runs,
 #      else 1,2,4 and 5; bench/merge_runs.py joins the processes' JSON), the
-#      memory-return experiment (bench/memreturn under each malloc, 3
-#      interleaved rounds), plus bench/lockfree_list;
+#      memory-return experiment (bench/memreturn under each malloc,
+#      --memreturn-rounds interleaved rounds), plus bench/lockfree_list;
 #   5. bench/plot.py: PNGs in the results directory and the report.
 #
 # Options (flags or environment):
@@ -31,6 +31,9 @@
 #   --main-only | BENCH_MAIN_ONLY=1  skip targets, counting and front-end
 #   --frontend-only | BENCH_FRONTEND_ONLY=1  only the front-end comparison
 #                                    (the main suite's earlier results stay)
+#   --memreturn-rounds N | BENCH_MR_ROUNDS  interleaved bench/memreturn runs
+#                                    per malloc (default 1 at smoke and quick:
+#                                    ~30 s a round at quick; 3 at paper)
 #   --no-deps | BENCH_NO_DEPS=1      do not run scripts/deps.sh
 # A paper-scale run of three workloads, kept apart from the quick results:
 #   bash bench/run.sh --scale paper --workload linux-scalability,thread-test,constant-occupancy --main-only
@@ -47,6 +50,7 @@ BUILD=${BENCH_BUILD:-build/release}
 MAIN_ONLY=${BENCH_MAIN_ONLY:-0}
 FRONTEND_ONLY=${BENCH_FRONTEND_ONLY:-0}
 NO_DEPS=${BENCH_NO_DEPS:-0}
+MR_ROUNDS=${BENCH_MR_ROUNDS:-}
 while [ $# -gt 0 ]; do
   case "$1" in
     --scale) SCALE=$2; shift 2 ;;
@@ -58,12 +62,14 @@ while [ $# -gt 0 ]; do
     --build) BUILD=$2; shift 2 ;;
     --main-only) MAIN_ONLY=1; shift ;;
     --frontend-only) FRONTEND_ONLY=1; shift ;;
+    --memreturn-rounds) MR_ROUNDS=$2; shift 2 ;;
     --no-deps) NO_DEPS=1; shift ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 case "$SCALE" in smoke|quick|paper) ;; *) echo "run.sh: --scale must be smoke, quick or paper" >&2; exit 2 ;; esac
+case "$MR_ROUNDS" in ''|[1-9]|[1-9][0-9]) ;; *) echo "run.sh: --memreturn-rounds must be 1..99" >&2; exit 2 ;; esac
 if [ "$MAIN_ONLY" = 1 ] && [ "$FRONTEND_ONLY" = 1 ]; then
   echo "run.sh: --main-only and --frontend-only exclude each other" >&2; exit 2
 fi
@@ -234,12 +240,13 @@ for w in json.load(open(sys.argv[1]))["workloads"]:
   # The memory-return experiment: bench/memreturn under each malloc (1 GiB
   # of 64-byte objects freed, then RSS sampled while running, after
   # malloc_trim and idle), MR_ROUNDS processes per malloc interleaved the
-  # same way: memreturn-<label>-<round>.json.
+  # same way: memreturn-<label>-<round>.json. A round costs ~6 s per malloc
+  # at quick scale, so quick makes one unless asked for more.
   mr="$BUILD/bench/memreturn"
   case "$SCALE" in
-    smoke) mr_args="--mib 16 --run-s 0.2 --trim-s 0.1 --idle-s 0.1"; MR_ROUNDS=1 ;;
-    quick) mr_args="--mib 1024 --run-s 2.5 --trim-s 0.5 --idle-s 1.5"; MR_ROUNDS=3 ;;
-    paper) mr_args="--mib 1024 --run-s 6 --trim-s 2 --idle-s 6"; MR_ROUNDS=3 ;;
+    smoke) mr_args="--mib 16 --run-s 0.2 --trim-s 0.1 --idle-s 0.1"; : "${MR_ROUNDS:=1}" ;;
+    quick) mr_args="--mib 1024 --run-s 2.5 --trim-s 0.5 --idle-s 1.5"; : "${MR_ROUNDS:=1}" ;;
+    paper) mr_args="--mib 1024 --run-s 6 --trim-s 2 --idle-s 6"; : "${MR_ROUNDS:=3}" ;;
   esac
   if [ -x "$mr" ]; then
     echo "-- memory return ($mr_args, $MR_ROUNDS rounds)"
