@@ -61,8 +61,8 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
             unsigned cls = (w & 0xffu) - 1;
             const nbm_class_t *c = &nbm__classes[cls];
             void **o = (void **)p;
-            if (NBM_UNLIKELY(!nbm__offset_ok(c, a, w))) /* or a big page's object past its first unit */
-                w = nbm__offset_far(ar, c, a, "free(): invalid pointer");
+            if (NBM_UNLIKELY(!nbm__offset_ok(c, a, w)))
+                nbm__fatal("free(): invalid pointer", p);
             if (NBM_UNLIKELY((uintptr_t)o[1] == (a ^ nbm__secret)))
                 nbm__fatal("free(): double free detected for", p);
             o[1] = (void *)(a ^ nbm__secret);

@@ -17,21 +17,6 @@
  */
 #include "fast.h"
 
-/* An object pointer whose own unit word failed the offset check: in a page
- * larger than NBM_COUNT_UNITS units (page.c) only the first unit counts the
- * carved objects, so the check is made again with that word, which is
- * returned. Anything else is not an object handed out: `who`. */
-uint32_t nbm__offset_far(nbm_arena_t *ar, const nbm_class_t *c, uintptr_t a, const char *who)
-{
-    uintptr_t first = a & ~(uintptr_t)c->chunk_mask;
-    if ((first ^ a) >> NBM_UNIT_SHIFT) {
-        uint32_t w0 = nbm__unit_word(ar, first);
-        if (nbm__offset_ok(c, a, w0))
-            return w0;
-    }
-    nbm__fatal(who, (void *)a);
-}
-
 void nbm__free_generic(void *p)
 {
     if (!p)
@@ -57,7 +42,7 @@ void nbm__free_generic(void *p)
     }
     const nbm_class_t *c = &nbm__classes[(w & 0xffu) - 1];
     if (!nbm__offset_ok(c, a, w))
-        nbm__offset_far(ar, c, a, "free(): invalid pointer");
+        nbm__fatal("free(): invalid pointer", p);
     if (((uintptr_t *)p)[1] == (a ^ nbm__secret))
         nbm__fatal("free(): double free detected for", p);
     nbm__small_free_generic(p, nbm__page_at(ar, a, c->chunk_mask));
@@ -81,7 +66,7 @@ size_t nbm__usable(const void *p, const char *who, const char *freed)
         return nbm__medium_size(ar, p, who, freed);
     const nbm_class_t *c = &nbm__classes[(w & 0xffu) - 1];
     if (!nbm__offset_ok(c, a, w))
-        nbm__offset_far(ar, c, a, who);
+        nbm__fatal(who, p);
     if (((const uintptr_t *)p)[1] == (a ^ nbm__secret))
         nbm__fatal(freed, p);
     return c->size;

@@ -471,10 +471,6 @@ NBM_HIDDEN void  *nbm__malloc_generic(size_t n);
 NBM_HIDDEN void  *nbm__aligned_generic(size_t align, size_t n);
 NBM_HIDDEN void   nbm__free_generic(void *p);
 NBM_HIDDEN size_t nbm__usable(const void *p, const char *who, const char *freed);
-/* The carved-count word for an object past a big page's first unit whose
- * own unit word failed the offset check; aborts with who if a is not an
- * object handed out (free.c). */
-NBM_HIDDEN uint32_t nbm__offset_far(nbm_arena_t *ar, const nbm_class_t *c, uintptr_t a, const char *who);
 NBM_HIDDEN void  *nbm__calloc(size_t count, size_t size);
 NBM_HIDDEN void  *nbm__realloc(void *p, size_t n);
 NBM_HIDDEN int    nbm__posix_memalign(void **out, size_t align, size_t n);
