@@ -381,15 +381,17 @@ void *nbm__small_alloc_generic(unsigned cls)
         bool fresh;
         return nbm__medium_alloc(nbm__classes[cls].size, 0, &fresh, NULL);
     }
-    /* A large class's malloc counts 16 on the heartbeat's countdown: a
-     * program living on its kept pages still decays them and sweeps the
-     * medium cache (every 256 such mallocs, a clock read). */
+    /* A large malloc counts 16 on the heartbeat; its heartbeat also sweeps
+     * the medium cache, as a medium call does (small ones do not: a phase of
+     * small objects then purged a working set of large ones, +50 % faults). */
     if (cls >= NBM_NSMALL)
         tc->tick = tc->tick > 16 ? tc->tick - 16 : 0;
     if (NBM_UNLIKELY(tc->tick == 0)) { /* the fast path's countdown ran out */
         tc->tick = NBM_HEARTBEAT;
         nbm__remote_flush(tc);
         heap_decay(tc);
+        if (cls >= NBM_NSMALL)
+            nbm__medium_tick(nbm__os_now_ns());
     }
     nbm_bin_t *bin = &tc->bins[cls];
     void **p = bin->rhead;

@@ -55,9 +55,6 @@ bool nbm__spare_decay(nbm_tcache_t *tc)
         nbm__spare_release_all(tc);
     }
     uint64_t now = nbm__os_now_ns();
-    /* The medium cache's sweep is due by the same clock: a program whose
-     * requests all stay in the page tier still returns its cached blocks. */
-    nbm__medium_tick(now);
     if (now - tc->spare_since < nbm__opt.purge_delay_ns / 2)
         return false;
     for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
