@@ -85,7 +85,11 @@ void *nbm__calloc(size_t count, size_t size)
     }
     if (NBM_LIKELY(n <= NBM_LARGE_MAX)) { /* the size classes: objects are reused dirty */
         void *p = nbm__malloc_fast(n);
-        if (p)
+        /* from NBM_ZERO_LAZY on, a large class's object is alone in its
+         * page, page-aligned: its untouched pages stay out of memory */
+        if (p && n >= NBM_ZERO_LAZY && !((uintptr_t)p & (NBM_PAGE - 1)))
+            nbm__os_zero(p, n);
+        else if (p)
             memset(p, 0, n);
         return p;
     }

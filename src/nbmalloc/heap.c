@@ -31,6 +31,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "bin.h"
 #include "fast.h"
 
 #define NBM_TCACHE_MAX   ((uint32_t)1 << 16) /* threads alive at once */
@@ -89,46 +90,6 @@ nbm_tcache_t *nbm__tcache_get(void)
     tstate = NBM_T_LIVE;
     nbm_stat_add(&nbm__gstats.threads, 1);
     return tc;
-}
-
-/* --- the bin's page lists (owner only) --------------------------------------- */
-
-static void avail_push(nbm_bin_t *bin, nbm_page_t *pg)
-{
-    pg->avail = 1;
-    pg->aprev = NULL;
-    pg->anext = bin->avail;
-    if (bin->avail)
-        bin->avail->aprev = pg;
-    bin->avail = pg;
-}
-
-static void avail_unlink(nbm_bin_t *bin, nbm_page_t *pg)
-{
-    if (!pg->avail)
-        return;
-    pg->avail = 0;
-    if (pg->aprev)
-        pg->aprev->anext = pg->anext;
-    else
-        bin->avail = pg->anext;
-    if (pg->anext)
-        pg->anext->aprev = pg->aprev;
-}
-
-static nbm_binx_t *binx_of(nbm_tcache_t *tc, nbm_bin_t *bin)
-{
-    return &tc->binx[bin - tc->bins];
-}
-
-static void page_link(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
-{
-    pg->prev = NULL;
-    pg->next = bin->pages;
-    if (bin->pages)
-        bin->pages->prev = pg;
-    bin->pages = pg;
-    binx_of(tc, bin)->npages++;
 }
 
 static void heap_decay(nbm_tcache_t *tc);

@@ -30,7 +30,7 @@
  * carries a tag in word 1 (its address xor a per-process secret) that
  * exposes a double free; carving writes the same tag, so every object on any
  * free list carries it. Layers, each calling only downwards: API (alloc.c,
- * free.c, override*.c) -> heap (heap.c, remote.c) -> page (page.c) -> arena and medium
+ * free.c, override*.c) -> heap (heap.c, bin.h, remote.c, spare.c) -> page (page.c) -> arena and medium
  * blocks (arena.c, medium.c, huge.c, desc.c) -> back-end and OS (nbbs, os.c).
  */
 #ifndef NBM_INTERNAL_H

@@ -92,6 +92,20 @@ static void test_bound(void)
         nbm_free(q);
     }
     printf("bound: %zu sizes, worst usable/request %.4f (at %zu)\n", nsizes, worst, worst_n);
+    /* calloc of a reused (dirty) large object is zero */
+    size_t cs[] = { 20000, 100000, 300000, 700000, LARGE_MAX };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        unsigned char *d = nbm_malloc(cs[i]);
+        CHECK(d != NULL);
+        memset(d, 0xaa, cs[i]);
+        nbm_free(d);
+        unsigned char *z = nbm_calloc(1, cs[i]);
+        bool zero = z != NULL;
+        for (size_t k = 0; zero && k < cs[i]; k++)
+            zero = z[k] == 0;
+        CHECK(zero);
+        nbm_free(z);
+    }
     /* just past the last class: a medium block, still served */
     unsigned char *b = nbm_malloc(LARGE_MAX + 1);
     CHECK(b && nbm_usable_size(b) > LARGE_MAX);
