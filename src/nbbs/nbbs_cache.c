@@ -58,6 +58,11 @@ struct nbbs_cache {
      * from the tree (which would break free huge blocks). Owner only. */
     bool                   stranded[NBBS_CARVE_ORDER];
     uint64_t               swept[NBBS_CARVE_ORDER]; /* carved blocks the empty harvests since looked at */
+    /* Per order below the carve order: the leaf just past the block this
+     * cache carved last (0: none). A refill takes the block there in place,
+     * without the tree's search, while the one before it is still carved
+     * and both lie in one group (take_next). Owner only, plain. */
+    uint64_t               cursor[NBBS_CARVE_ORDER];
     /* Per order: how many entries of its stack are in use. Written by the
      * owner only; read by other threads as a bound of their sweep. */
     NBBS_ATOMIC(uint64_t)  count[NBBS_CACHE_MAX_ORDERS];
@@ -113,23 +118,41 @@ static inline bool claim(const nbbs_t *b, uint64_t leaf, unsigned order)
     return nb_cas_u8(&b->index[leaf], &v, (uint8_t)(v & ~NBBS_IDX_CACHED));
 }
 
+/* Remember the carved block at g0 (a drain left free frames of this order
+ * in it, but not all its frames are free) for the owner's next refill,
+ * newest first. */
+static void remember_part(nbbs_cache_t *owner, unsigned order, uint64_t g0)
+{
+    owner->stranded[order] = true;
+    owner->swept[order] = 0;
+    unsigned *np = &owner->nparts[order];
+    if (*np == CACHE_PARTS) {
+        for (unsigned i = 1; i < CACHE_PARTS; i++)
+            owner->part[order][i - 1] = owner->part[order][i];
+        --*np;
+    }
+    owner->part[order][(*np)++] = g0;
+}
+
 /* Give the cached blocks named by entries [from, to) of a stack of this
  * order back: a whole block is claimed straight from "cached" to 0 (so it
  * never looks live on its way back: a double free of it is refused
  * throughout; the explorer's cache-dfree-tree found the window an
  * intermediate live value opened) and then freed as nbbs_free frees (hint
  * cell, the tree's release, the placement's records). A carved frame just
- * leaves the stack, staying free in its carved block, and the carved blocks
- * the entries name go back whole if all their frames are free (a second
- * pass). Returns the number of blocks that went back to the tree, counting
- * each frame of a carved block that went back (those named elsewhere or
- * nowhere included). Entries may be stale or change under a reader that is
- * not the owner: only the index bytes decide. */
+ * leaves the stack, staying free in its carved block, and its carved block
+ * goes back whole if all its frames are free (tried once per run of
+ * entries in one block: a frame is free in its word from its cached free
+ * on, so the block's state does not depend on which of its entries the
+ * range holds). Returns the number of blocks that went back to the tree,
+ * counting each frame of a carved block that went back (those named
+ * elsewhere or nowhere included). Entries may be stale or change under a
+ * reader that is not the owner: only the index bytes decide. */
 static size_t give_back(nbbs_t *b, nbbs_cache_t *owner, NBBS_ATOMIC(uint64_t) *s, uint64_t from, uint64_t to,
                         unsigned order)
 {
     size_t done = 0;
-    bool carved = false;
+    uint64_t last = UINT64_MAX;
     uint8_t want = (uint8_t)(NBBS_IDX_CACHED | (order + 1u));
     for (uint64_t i = from; i < to; i++) {
         uint64_t leaf = nb_own_load(&s[i]);
@@ -139,32 +162,17 @@ static size_t give_back(nbbs_t *b, nbbs_cache_t *owner, NBBS_ATOMIC(uint64_t) *s
         if ((v & (NBBS_IDX_CACHED | NBBS_IDX_ORDER)) != want)
             continue; /* taken by someone else */
         if (v & NBBS_IDX_CARVED) {
-            carved = true;
-        } else if (nb_cas_u8(&b->index[leaf], &v, 0)) {
-            nbbs__free_leaf(b, leaf, order);
-            done++;
-        }
-    }
-    if (!carved)
-        return done;
-    uint64_t last = UINT64_MAX;
-    for (uint64_t i = from; i < to; i++) {
-        uint64_t g0 = nb_own_load(&s[i]) & ~(uint64_t)(CARVE_LEAVES - 1);
-        if (g0 != last && g0 < b->nleaves) {
+            uint64_t g0 = leaf & ~(uint64_t)(CARVE_LEAVES - 1);
+            if (g0 == last)
+                continue;
             last = g0;
             unsigned m = nbbs__carve_merge(b, g0);
             done += m;
-            if (!m && owner) { /* remember it for the next refill, newest first */
-                owner->stranded[order] = true;
-                owner->swept[order] = 0;
-                unsigned *np = &owner->nparts[order];
-                if (*np == CACHE_PARTS) {
-                    for (unsigned i2 = 1; i2 < CACHE_PARTS; i2++)
-                        owner->part[order][i2 - 1] = owner->part[order][i2];
-                    --*np;
-                }
-                owner->part[order][(*np)++] = g0;
-            }
+            if (!m && owner)
+                remember_part(owner, order, g0);
+        } else if (nb_cas_u8(&b->index[leaf], &v, 0)) {
+            nbbs__free_leaf(b, leaf, order);
+            done++;
         }
     }
     return done;
@@ -195,11 +203,12 @@ nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cach
      * of plain zero stores may become a call to memset, which the
      * freestanding core must not need (scripts/test.d/10-freestanding.sh). */
     volatile unsigned *backoff = c->backoff, *nparts = c->nparts;
-    volatile uint64_t *swept = c->swept;
+    volatile uint64_t *swept = c->swept, *cursor = c->cursor;
     volatile bool *stranded = c->stranded;
     for (unsigned k = 0; k < NBBS_CACHE_MAX_ORDERS; k++) {
         if (k < NBBS_CARVE_ORDER) {
             nparts[k] = 0;
+            cursor[k] = 0;
             stranded[k] = false;
             swept[k] = 0;
         }
@@ -224,6 +233,25 @@ nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cach
 }
 
 nbbs_t *nbbs_cache_instance(const nbbs_cache_t *c) { return c ? c->b : NULL; }
+
+/* The block of the carve order at c->cursor[order], taken in place (one claim
+ * and the climb, no search), if the block before it is still carved (so
+ * its group is in use: taking here breaks no free group) and both lie in
+ * one group; else NULL, and the caller searches. The search would start at
+ * this context's last block anyway, so the cache goes on filling the group
+ * it is in, block after block, at a fraction of the search's cost. */
+static void *take_next(nbbs_cache_t *c, unsigned order)
+{
+    nbbs_t *b = c->b;
+    uint64_t g0 = c->cursor[order];
+    if (!(g0 & ((UINT64_C(1) << b->group_order) - 1)) || g0 + CARVE_LEAVES > b->nleaves ||
+        !(nb_load_u8(&b->index[g0 - CARVE_LEAVES]) & NBBS_IDX_CARVED))
+        return NULL;
+    unsigned r = b->max_order - NBBS_CARVE_ORDER;
+    bool ok = nbbs__is_bunch(b) ? nbbs__bunch_take(b, r, g0 >> NBBS_CARVE_ORDER)
+                                : nbbs__tree_take(b, r, g0 >> NBBS_CARVE_ORDER);
+    return ok ? addr_of(b, g0) : NULL;
+}
 
 /* The stack is empty: refill it and return one block, or reclaim from
  * other caches if the tree has none. Orders below NBBS_CARVE_ORDER (with
@@ -267,27 +295,31 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
         unsigned per = 1u << (NBBS_CARVE_ORDER - order);
         uint8_t freev = (uint8_t)((order + 1u) | NBBS_IDX_CARVED | NBBS_IDX_CACHED);
         for (unsigned g = 0; g < groups; g++) {
-            void *p = nbbs__tree_or_bunch_alloc(b, NBBS_CARVE_ORDER);
+            void *p = take_next(c, order);
+            if (!p)
+                p = nbbs__tree_or_bunch_alloc(b, NBBS_CARVE_ORDER);
             if (!p) {
                 if (!first)
                     c->backoff[order] = CACHE_BACKOFF;
                 break;
             }
             uint64_t g0 = (uint64_t)((uintptr_t)p - b->base) >> b->min_shift;
+            c->cursor[order] = g0 + CARVE_LEAVES;
             carve_word_t x;
             x.w = 0;
             for (unsigned j = 0; j < per; j++)
                 x.by[j << order] = freev;
+            unsigned lo = 0;
             if (!first) {
                 x.by[0] = (uint8_t)(freev & ~NBBS_IDX_CACHED); /* the caller's */
                 first = p;
+                lo = 1;
             }
             /* One store replaces the tree's index entry of the whole block
              * (order NBBS_CARVE_ORDER + 1 at g0) by the frames. */
             nb_store_rel_u64(carve_word(b, g0), x.w);
-            for (unsigned j = per; j-- > 0;) /* pops go up the addresses */
-                if (x.by[j << order] == freev)
-                    nb_own_store(&s[n++], g0 + ((uint64_t)j << order));
+            for (unsigned j = per; j-- > lo;) /* pops go up the addresses */
+                nb_own_store(&s[n++], g0 + ((uint64_t)j << order));
         }
     }
     if (!first && c->groups[order]) {
@@ -382,19 +414,30 @@ void *nbbs_cache_alloc(nbbs_cache_t *c, unsigned order)
     return alloc_slow(c, order, n);
 }
 
-/* The stack of this order is full (n == capacity): give the batch it has
- * held longest (the bottom entries) back and move the rest down. Whole
- * batches, so blocks that were refilled together from one huge block go
- * back together and can coalesce, and frames of one carved block tend to go
- * back together and return it whole. Returns the new count. */
-static __attribute__((__noinline__)) uint64_t drain_oldest(nbbs_cache_t *c, unsigned order, uint64_t n)
+/* The stack of this order is full (n == capacity): give back all but the
+ * batch freed last (all of it if capacity == batch): the bottom entries,
+ * held longest, and move that batch
+ * down. Many at once, so blocks that were refilled together from one huge
+ * block go back together and can coalesce, frames of one carved block tend
+ * to go back together and return it whole, and the move costs a batch of
+ * stores per capacity - batch frees. Returns the new count. */
+static uint64_t drain_oldest(nbbs_cache_t *c, unsigned order, uint64_t n)
 {
     NBBS_ATOMIC(uint64_t) *s = stack_of(c, order);
-    uint64_t k = c->batch;
+    uint64_t k = n > c->batch ? n - c->batch : n; /* capacity == batch: all */
     give_back(c->b, c, s, 0, k, order);
     for (uint64_t i = k; i < n; i++)
         nb_own_store(&s[i - k], nb_own_load(&s[i]));
     return n - k;
+}
+
+/* nbbs_cache_free's push onto a full stack: drain it first. Returns 0. */
+static __attribute__((__noinline__)) int push_full(nbbs_cache_t *c, unsigned order, uint64_t leaf)
+{
+    uint64_t n = drain_oldest(c, order, c->capacity);
+    nb_own_store(&stack_of(c, order)[n], leaf);
+    nb_own_store(&c->count[order], n + 1);
+    return 0;
 }
 
 int nbbs_cache_free(nbbs_cache_t *c, void *p)
@@ -417,11 +460,10 @@ int nbbs_cache_free(nbbs_cache_t *c, void *p)
      * takes the byte by CAS too), and it releases the block's contents. */
     if (!nb_cas_u8(&b->index[leaf], &v, (uint8_t)(v | NBBS_IDX_CACHED)))
         return NBBS_EINVAL; /* a concurrent free of the same block won */
-    NBBS_ATOMIC(uint64_t) *s = stack_of(c, order);
     uint64_t n = nb_own_load(&c->count[order]);
     if (n == c->capacity)
-        n = drain_oldest(c, order, n);
-    nb_own_store(&s[n], leaf);
+        return push_full(c, order, leaf); /* a tail call: the fast path saves no registers */
+    nb_own_store(&stack_of(c, order)[n], leaf);
     nb_own_store(&c->count[order], n + 1);
     return 0;
 }
