@@ -7,15 +7,6 @@
  */
 #include "nbbs_carve.h"
 
-/* Every frame of the carved word x is free (and x is a carved block). */
-static inline bool carve_all_free(carve_word_t x)
-{
-    /* Every nonzero byte of a carved word starts a frame and has CARVED
-     * (bit 6); a live one lacks CACHED (bit 7). So: no byte with bit 6
-     * set and bit 7 clear. */
-    return (x.by[0] & NBBS_IDX_CARVED) && !((x.w << 1) & ~x.w & BYTES_HI);
-}
-
 /* The carved block at g0 goes back to the tree if all its frames are free:
  * one CAS takes its word from exactly that state to 0 (so the decision rests
  * on the word's current value, not on how it got there), then the rest of a
