@@ -186,15 +186,8 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
         uint8_t freev = (uint8_t)((order + 1u) | NBBS_IDX_CARVED | NBBS_IDX_CACHED);
         for (unsigned g = 0; g < groups; g++) {
             void *p = take_next(c, order);
-            if (!p) {
-                /* The search starts at this context's hint: point it past
-                 * our last block, which it would otherwise walk over
-                 * (takes in place do not move the hint). */
-                NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b);
-                if (c->cursor[order] && c->cursor[order] < b->nleaves)
-                    nb_hint_store(hint, c->cursor[order]);
+            if (!p)
                 p = nbbs__tree_or_bunch_alloc(b, NBBS_CARVE_ORDER);
-            }
             if (!p) {
                 if (!first)
                     c->backoff[order] = CACHE_BACKOFF;
