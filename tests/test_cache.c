@@ -263,14 +263,13 @@ static void test_capacity(nbbs_layout_t lay)
     CHECK_EQ(nbbs_validate(in.b), 0);
     nbbs_cache_drain(c);
     CHECK_EQ(stats(in.b).used_bytes, 0);
-    free(mem);
 
     /* capacity == batch: a full stack gives all of it back, then takes the
-     * new block. */
+     * new block. (A second cache: the first stays attached, its memory too.) */
     nbbs_cache_config_t one = { 1, 4, 4 };
-    sz = nbbs_cache_size(&one);
-    mem = aalloc(NBBS_CACHE_ALIGN, sz);
-    c = nbbs_cache_init(mem, sz, in.b, &one);
+    size_t sz2 = nbbs_cache_size(&one);
+    char *mem2 = aalloc(NBBS_CACHE_ALIGN, sz2);
+    c = nbbs_cache_init(mem2, sz2, in.b, &one);
     CHECK(c != NULL);
     for (int i = 0; i < 5; i++)
         blk[i] = nbbs_alloc_order(in.b, 0);
@@ -286,7 +285,7 @@ static void test_capacity(nbbs_layout_t lay)
     CHECK_EQ(nbbs_validate(in.b), 0);
     nbbs_cache_drain(c);
     CHECK_EQ(stats(in.b).used_bytes, 0);
-    free(in.meta), free(mem);
+    free(in.meta), free(mem), free(mem2);
 }
 
 /* Refills take the carved block after the cache's last one in place, while
