@@ -124,12 +124,20 @@ static nbm_binx_t *binx_of(nbm_tcache_t *tc, nbm_bin_t *bin)
 
 static void page_link(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
 {
+    nbm_binx_t *x = binx_of(tc, bin);
     pg->prev = NULL;
-    pg->next = bin->pages;
-    if (bin->pages)
-        bin->pages->prev = pg;
-    bin->pages = pg;
-    binx_of(tc, bin)->npages++;
+    pg->next = x->pages;
+    if (x->pages)
+        x->pages->prev = pg;
+    x->pages = pg;
+    x->npages++;
+}
+
+/* The bin's current page (NULL: none); free finds it by its first byte. */
+static void set_current(nbm_bin_t *bin, nbm_page_t *pg)
+{
+    bin->page = pg;
+    bin->cur = pg ? nbm__page_base(pg) : 0;
 }
 
 static void spares_decay(nbm_tcache_t *tc);
@@ -138,15 +146,16 @@ static void spares_decay(nbm_tcache_t *tc);
 static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
 {
     avail_unlink(bin, pg);
+    nbm_binx_t *x = binx_of(tc, bin);
     if (pg->prev)
         pg->prev->next = pg->next;
     else
-        bin->pages = pg->next;
+        x->pages = pg->next;
     if (pg->next)
         pg->next->prev = pg->prev;
-    binx_of(tc, bin)->npages--;
+    x->npages--;
     if (bin->page == pg) {
-        bin->page = NULL;
+        set_current(bin, NULL);
         bin->head = NULL;
     }
     tc->drains++;
@@ -268,7 +277,7 @@ static void retire_current(nbm_bin_t *bin)
         n++;
     pg->free = bin->head;
     pg->nfree = n;
-    bin->page = NULL;
+    set_current(bin, NULL);
     bin->head = NULL;
 }
 
@@ -277,7 +286,7 @@ static void retire_current(nbm_bin_t *bin)
 static uint32_t sweep_bin(nbm_tcache_t *tc, nbm_bin_t *bin)
 {
     uint32_t released = 0;
-    for (nbm_page_t *pg = bin->pages, *next; pg; pg = next) {
+    for (nbm_page_t *pg = binx_of(tc, bin)->pages, *next; pg; pg = next) {
         next = pg->next;
         if (pg == bin->page)
             continue;
@@ -310,7 +319,7 @@ static void make_current(nbm_bin_t *bin, nbm_page_t *pg)
 {
     avail_unlink(bin, pg);
     retire_current(bin); /* its list is empty: the page is full */
-    bin->page = pg;
+    set_current(bin, pg);
     bin->head = pg->free;
     pg->free = NULL;
     pg->nfree = 0;
@@ -356,7 +365,7 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
         x->fresh++;
         page_link(tc, bin, pg);
         retire_current(bin);
-        bin->page = pg;
+        set_current(bin, pg);
     }
 }
 

@@ -185,16 +185,17 @@ typedef struct nbm_bin {
     void    *head;
     void    *rhead;
     void    *rtail;             /* rhead's last object */
+    uintptr_t cur;          /* the current page's first byte, 0 = none (free compares with it) */
     struct nbm_page *page;  /* current page, NULL = none */
     struct nbm_page *rpage;
     struct nbm_page *avail; /* non-current pages with free objects */
-    struct nbm_page *pages; /* every page the heap owns in this class */
     uint32_t rroom;         /* objects rhead may still take before it is pushed */
 } nbm_bin_t;
 _Static_assert(sizeof(nbm_bin_t) == NBM_CACHE_LINE, "a bin is one cache line");
 
 /* The bin's colder half. */
 typedef struct nbm_binx {
+    struct nbm_page *pages; /* every page the heap owns in this class */
     uint32_t npages;      /* pages on `pages` */
     uint32_t fresh;       /* pages taken since the last sweep of `pages` */
 } nbm_binx_t;
@@ -407,6 +408,12 @@ NBM_HIDDEN void  nbm__small_free_generic(void *p, nbm_page_t *pg);
  * another page's objects: the buffer is pushed, o starts it again. */
 NBM_HIDDEN void  nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o);
 NBM_HIDDEN void  nbm__remote_flush(nbm_tcache_t *tc); /* every buffer pushed */
+/* free of a small object (checked and tagged) on a page other than its bin's
+ * current one: held back for another heap's page, or onto this heap's page. */
+NBM_HIDDEN void  nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o, uint32_t w);
+/* nbm__fatal(what, p), never returns; not declared noreturn so that free's
+ * fast path reaches it with a jump and keeps no stack frame. */
+NBM_HIDDEN void  nbm__free_bad(const char *what, const void *p);
 /* The owner's free made a non-current page empty or no longer full. */
 NBM_HIDDEN void  nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg);
 NBM_HIDDEN void  nbm__tcache_flush(nbm_tcache_t *tc, bool spares); /* spares: give them back too */
