@@ -227,6 +227,8 @@ typedef struct nbm_tcache {
     uint32_t nspare[NBM_SPARE_ORDERS];
     uint32_t spare_low[NBM_SPARE_ORDERS]; /* fewest spares since spare_since: not needed, released next */
     uint64_t spare_since;                 /* start of the current decay interval (ns) */
+    uint64_t exited;                      /* abandoned, not yet collected: exit time (ns) | 1; else 0 */
+    uint64_t adecay_since;                /* last look at the abandoned heaps (ns) */
     uint32_t trim_seen;                   /* last recovery epoch seen */
     uint32_t tick;                        /* fast-path mallocs until the heartbeat */
     uint64_t refills, drains;   /* pages taken / given back; joined into the globals at exit */
@@ -427,6 +429,15 @@ NBM_HIDDEN void  nbm__desc_flush(nbm_tcache_t *tc);
  * too. True if anything was given back. */
 NBM_HIDDEN bool  nbm__heaps_collect(bool medium);
 NBM_HIDDEN bool  nbm__recover(void);                  /* after ENOMEM: true if anything was freed */
+
+/* --- spare pages (spare.c): a heap's empty pages, kept for its next pages ------- */
+NBM_HIDDEN void  nbm__spare_put(nbm_tcache_t *tc, nbm_page_t *pg, unsigned order); /* pg unmade */
+NBM_HIDDEN void *nbm__spare_take(nbm_tcache_t *tc, unsigned order); /* its block, or NULL */
+NBM_HIDDEN bool  nbm__spares_release(nbm_tcache_t *tc); /* all to the OS and back-end; true if any */
+NBM_HIDDEN void  nbm__spares_give(nbm_tcache_t *tc);    /* all to the medium cache (thread exit) */
+/* Every half NBM_PURGE_DELAY_MS: spares not needed in the interval go back. */
+NBM_HIDDEN void  nbm__spares_decay(nbm_tcache_t *tc);
+NBM_HIDDEN void  nbm__spares_trim(void); /* every heap gives its spares back at its next decay */
 
 /* --- the generic entry points (alloc.c, free.c) --------------------------------- */
 NBM_HIDDEN void  *nbm__malloc_generic(size_t n);
