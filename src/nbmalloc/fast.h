@@ -68,7 +68,10 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
         uint32_t w = nbm__unit_word(ar, a);
         size_t k = w & 0xffu;
         if (NBM_LIKELY(k != 0)) {
-            const nbm_class_t *c = &nbm__classes[k - 1];
+            /* &nbm__classes[k - 1] and &tc->bins[k - 1] as byte offsets
+             * from k (bins sit one bin into the record): one shift each. */
+            const nbm_class_t *c = (const nbm_class_t *)((const char *)nbm__classes +
+                                                         (k - 1) * sizeof(nbm_class_t));
             void **o = (void **)p;
             if (NBM_UNLIKELY(!nbm__offset_ok(c, a, w))) {
                 nbm__free_bad("free(): invalid pointer", p);
@@ -80,7 +83,7 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
                 return;
             }
             o[1] = (void *)tag;
-            nbm_bin_t *bin = &tc->bins[k - 1];
+            nbm_bin_t *bin = (nbm_bin_t *)((char *)tc + k * sizeof(nbm_bin_t));
             if (NBM_LIKELY((a & ~(uintptr_t)c->chunk_mask) == bin->cur)) {
                 o[0] = bin->head;
                 bin->head = o;

@@ -234,6 +234,8 @@ typedef struct nbm_tcache {
     uint64_t refills, drains;   /* pages taken / given back; joined into the globals at exit */
     int64_t  medium_delta;      /* medium blocks allocated minus freed by this thread */
 } nbm_tcache_t;
+/* free finds bins[k - 1] at k bins from the record's start. */
+_Static_assert(offsetof(nbm_tcache_t, bins) == sizeof(nbm_bin_t), "bins start one bin into a heap record");
 
 enum { NBM_T_NEW = 0, NBM_T_INIT = 1, NBM_T_LIVE = 2, NBM_T_DEAD = 3 };
 
