@@ -138,11 +138,22 @@ static void page_link(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
     x->npages++;
 }
 
-/* The bin's current page (NULL: none); free finds it by its first byte. */
-static void set_current(nbm_bin_t *bin, nbm_page_t *pg)
+static void clear_current(nbm_bin_t *bin)
+{
+    bin->page = NULL;
+    bin->cur = 0;
+}
+
+/* The bin's current page; free finds it by its first byte,
+ * taken from any object of the page (obj) when there is one at hand:
+ * nbm__page_base costs a call and a load per page switch. */
+static void set_current(nbm_bin_t *bin, nbm_page_t *pg, const void *obj)
 {
     bin->page = pg;
-    bin->cur = pg ? nbm__page_base(pg) : 0;
+    if (obj)
+        bin->cur = (uintptr_t)obj & ~(uintptr_t)nbm__classes[pg->cls].chunk_mask;
+    else
+        bin->cur = nbm__page_base(pg);
 }
 
 /* An empty page leaves its class: to the heap's spares. */
@@ -158,7 +169,7 @@ static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
         pg->next->prev = pg->prev;
     x->npages--;
     if (bin->page == pg) {
-        set_current(bin, NULL);
+        clear_current(bin);
         bin->head = NULL;
     }
     tc->drains++;
@@ -204,7 +215,7 @@ static void retire_current(nbm_bin_t *bin)
         n++;
     pg->free = bin->head;
     pg->nfree = n;
-    set_current(bin, NULL);
+    clear_current(bin);
     bin->head = NULL;
 }
 
@@ -246,7 +257,7 @@ static void make_current(nbm_bin_t *bin, nbm_page_t *pg)
 {
     avail_unlink(bin, pg);
     retire_current(bin); /* its list is empty: the page is full */
-    set_current(bin, pg);
+    set_current(bin, pg, pg->free);
     bin->head = pg->free;
     pg->free = NULL;
     pg->nfree = 0;
@@ -293,7 +304,7 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
         x->fresh++;
         page_link(tc, bin, pg);
         retire_current(bin);
-        set_current(bin, pg);
+        set_current(bin, pg, NULL);
     }
 }
 
