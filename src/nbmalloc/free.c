@@ -37,9 +37,9 @@ void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o,
     if (NBM_LIKELY(nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc)) {
         o[0] = pg->free;
         pg->free = o;
-        uint32_t n = ++pg->nfree;
-        if (NBM_UNLIKELY(n == 1 || n == (w >> NBM_UNIT_CARVED_SHIFT)))
-            nbm__page_changed(tc, pg);
+        uint32_t n = ++pg->nfree, carved = w >> NBM_UNIT_CARVED_SHIFT;
+        if (NBM_UNLIKELY(n == 1 || n == carved))
+            nbm__page_changed(tc, pg, carved);
         return;
     }
     nbm__remote_hold(tc, bin, pg, o);

@@ -178,10 +178,10 @@ static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
     nbm__spare_put(tc, pg, order);
 }
 
-void nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg)
+void nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg, uint32_t carved)
 {
     nbm_bin_t *bin = &tc->bins[pg->cls];
-    if (pg->nfree == nbm__page_carved(pg))
+    if (pg->nfree == carved)
         page_drop(tc, bin, pg);
     else if (!pg->avail)
         avail_push(bin, pg);
