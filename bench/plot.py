@@ -9,7 +9,8 @@ Reads every file nbbs-bench and bench/run.sh leave in the results directory:
   backend-*.json       the back-end targets (cached, fill-cost)
   count.json           the counting build (atomic operations)
   frontend-<label>-<part>.json  the malloc comparison, per preloaded malloc and workload
-  memreturn-<label>.json  bench/memreturn under each malloc (RSS over time)
+                       (bench/merge_runs.py: the runs of one process each, joined)
+  memreturn-<label>-<round>.json  bench/memreturn under each malloc, one per process (RSS over time)
   lockfree_list.txt    bench/lockfree_list result lines
   notes.txt            what run.sh skipped, and why
 Writes <results>/<scale>-<workload>.png, frontend-*.png and the report.
@@ -681,8 +682,8 @@ def spread(st, runs):
 def fe_cost(r):
     """Time per operation of a run (1/throughput): comparable across mallocs
     for fixed-work and fixed-time workloads alike."""
-    v = med(r, "ops_per_s")
-    return 1.0 / v if v else None
+    st = run_stats(r, "ops_per_s")
+    return 1.0 / st[0] if st and st[0] > 0 else None
 
 
 def fe_cell(r):
@@ -712,17 +713,24 @@ def frontend_section(outdir, lines, plots, notes):
     files = sorted(glob.glob(os.path.join(outdir, "frontend-*.json")), key=part)
     if not files and not notes:
         return
-    lines.append("## Front-end comparison (malloc implementations, each in its own process)\n")
+    lines.append("## Front-end comparison (malloc implementations, one process per run, interleaved)\n")
     lines.append("nbbs-bench's `malloc` allocator calls the process's malloc/free, so each column is the same "
-                 "program under a different `LD_PRELOAD` (glibc: none). Each cell: the median of the runs "
-                 "(± half their min–max range) and the median peak resident set of the run (VmHWM, reset "
-                 "before each run; memory the malloc kept from the process's earlier runs counts). Time for "
-                 "fixed-work workloads, throughput for timed ones.\n")
+                 "program under a different `LD_PRELOAD` (glibc: none). Every run is a process of its own "
+                 "doing one measured run of one workload, parameter value and thread count, so no run "
+                 "inherits memory or warm caches from an earlier one. Per configuration the runs are "
+                 "interleaved: round 1 of every malloc, then round 2, ..., the mallocs' order rotated by one "
+                 "each round. Each cell: the median over the processes (± half their min–max range) and the "
+                 "median of their peak resident sets (VmHWM of the process over its run: the program's own "
+                 "start-up footprint plus the malloc's peak). Time for fixed-work workloads, throughput for "
+                 "timed ones.\n")
     # run.sh writes several files per malloc (frontend-<label>-<part>.json):
     # merge them by label.
     docs = []
+    procs, inside = 0, 0.0  # processes of the runs, and seconds measured inside them
     for f in files:
         d = load(f)
+        procs += d.get("processes", 0)
+        inside += d.get("elapsed_s", 0.0)
         same = [x for x in docs if x["label"] == d["label"]]
         if same:
             same[0]["results"].extend(d["results"])
@@ -737,6 +745,11 @@ def frontend_section(outdir, lines, plots, notes):
         return
     lines.append(f"Machine: {machine_line(docs[0])}.\n")
     labels = [d["label"] for d in docs]
+    rounds = sorted({len(r["runs"]) for d in docs for r in d["results"]})
+    if procs:
+        nruns = f"{rounds[0]}" if len(rounds) == 1 else f"{rounds[0]}–{rounds[-1]}"
+        lines.append(f"{procs} processes, {nruns} runs (processes) per cell, {inside:.1f} s spent inside them "
+                     "(nbbs-bench's own elapsed time).\n")
     res = {}  # (workload, param, threads) -> {label: result}
     for d in docs:
         for r in d["results"]:
@@ -836,43 +849,63 @@ def frontend_targets(res, rows, labels, lines):
 
 def memreturn_section(outdir, lines, plots):
     """bench/memreturn under each malloc: RSS over time after freeing many
-    64-byte objects, while running, after malloc_trim, and idle."""
-    docs = [load(p) for p in sorted(glob.glob(os.path.join(outdir, "memreturn-*.json")))]
-    if not docs:
+    64-byte objects, while running, after malloc_trim, and idle; one file
+    per process (memreturn-<label>-<round>.json), medians over the rounds."""
+    runs = {}
+    for p in sorted(glob.glob(os.path.join(outdir, "memreturn-*.json"))):
+        d = load(p)
+        runs.setdefault(d["label"], []).append(d)
+    if not runs:
         return
-    docs.sort(key=lambda d: FE_ORDER.index(d["label"]) if d["label"] in FE_ORDER else 99)
-    d0 = docs[0]
+    labels = sorted(runs, key=lambda l: FE_ORDER.index(l) if l in FE_ORDER else 99)
+    d0 = runs[labels[0]][0]
     below = d0["below_mib"]
+    nr = sorted({len(v) for v in runs.values()})
+    nrs = f"{nr[0]}" if len(nr) == 1 else f"{nr[0]}–{nr[-1]}"
     lines.append("### Memory return: freed 64-byte objects\n")
     lines.append(f"`bench/memreturn` under each malloc: {d0['mib']:g} MiB of 64-byte objects allocated and all "
                  f"freed, then the resident set (`/proc/self/statm`) sampled every {d0['interval_s'] * 1000:g} ms: "
                  f"{d0['run_s']:g} s while the program keeps running lightly (small malloc/free pairs every "
                  f"millisecond), {d0['trim_s']:g} s after `malloc_trim(0)` (the preloaded malloc's if it has one, "
                  f"else glibc's, which does nothing for another malloc's memory), then {d0['idle_s']:g} s with no "
-                 f"allocator call. One run per malloc. Targets (issue 13, for 1 GiB): under {below:g} MiB after "
-                 f"`malloc_trim`, and within 2 s without it.\n")
-    lines.append(f"| malloc | before | allocated | freed | after 2 s | after malloc_trim | idle end | "
+                 f"allocator call. {nrs} processes per malloc, interleaved (round 1 of every malloc, then round "
+                 f"2, ..., the order rotated each round); each cell the median over them (`never` counts as "
+                 f"later than any time), with min–max after the figures the targets judge. Targets (issue 13, "
+                 f"for 1 GiB): under {below:g} MiB after `malloc_trim`, and within 2 s without it.\n")
+    lines.append(f"| malloc | runs | before | allocated | freed | after 2 s | after malloc_trim | idle end | "
                  f"below {below:g} MiB at | alloc s | free s |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
     mib = lambda kb: f"{kb / 1024:.1f}" if kb is not None and kb >= 0 else "–"  # noqa: E731
-    for d in docs:
-        tb = d["t_below_s"]
-        lines.append(f"| {d['label']} | {mib(d['rss_before_kb'])} | {mib(d['rss_alloc_kb'])} | "
-                     f"{mib(d['rss_free_kb'])} | {mib(d['rss_2s_kb'])} | {mib(d['rss_trim_kb'])}"
-                     f"{' ✓' if d['rss_trim_kb'] < below * 1024 else ' ✗'} | {mib(d['rss_idle_end_kb'])} | "
-                     f"{f'{tb:.2f} s' if tb >= 0 else 'never'}{' ✓' if 0 <= tb <= 2 else ' ✗'} | "
-                     f"{d['alloc_s']:.2f} | {d['free_s']:.2f} |")
+    tfmt = lambda t: f"{t:.2f} s" if t != float("inf") else "never"  # noqa: E731
+
+    def mid(ds, k):
+        return statistics.median([d[k] for d in ds])
+
+    for l in labels:
+        ds = runs[l]
+        trim = [d["rss_trim_kb"] for d in ds]
+        tb = [d["t_below_s"] if d["t_below_s"] >= 0 else float("inf") for d in ds]
+        mt, mb = statistics.median(trim), statistics.median(tb)
+        rng_trim = f" ({mib(min(trim))}–{mib(max(trim))})" if len(ds) > 1 else ""
+        rng_tb = f" ({tfmt(min(tb))}–{tfmt(max(tb))})" if len(ds) > 1 and min(tb) != max(tb) else ""
+        lines.append(f"| {l} | {len(ds)} | {mib(mid(ds, 'rss_before_kb'))} | {mib(mid(ds, 'rss_alloc_kb'))} | "
+                     f"{mib(mid(ds, 'rss_free_kb'))} | {mib(mid(ds, 'rss_2s_kb'))} | {mib(mt)}{rng_trim}"
+                     f"{' ✓' if mt < below * 1024 else ' ✗'} | {mib(mid(ds, 'rss_idle_end_kb'))} | "
+                     f"{tfmt(mb)}{rng_tb}{' ✓' if mb <= 2 else ' ✗'} | "
+                     f"{mid(ds, 'alloc_s'):.2f} | {mid(ds, 'free_s'):.2f} |")
     lines.append("\nRSS in MiB; `before` is the program's start, `allocated` with every object live.\n")
     colors = ["tab:gray", "tab:orange", "tab:purple", "tab:brown", "tab:blue", "tab:green"]
     fig, ax = plt.subplots(figsize=(9, 4.6))
     bounds = {}
-    for i, d in enumerate(docs):
-        s = d["samples"]
-        ax.plot([x[0] for x in s], [x[2] / 1024 for x in s], label=d["label"], color=colors[i % len(colors)],
-                lw=1.6, marker="o", ms=2, drawstyle="steps-post")
-        for (t, ph, _), prev in zip(s[1:], s[:-1]):
-            if ph != prev[1]:
-                bounds.setdefault(ph, []).append(t)
+    for i, l in enumerate(labels):
+        for j, d in enumerate(runs[l]):  # every process, the first one labelled
+            s = d["samples"]
+            ax.plot([x[0] for x in s], [x[2] / 1024 for x in s], label=l if j == 0 else None,
+                    color=colors[i % len(colors)], lw=1.6 if j == 0 else 0.8, alpha=1 if j == 0 else 0.6,
+                    marker="o" if j == 0 else None, ms=2, drawstyle="steps-post")
+            for (t, ph, _), prev in zip(s[1:], s[:-1]):
+                if ph != prev[1]:
+                    bounds.setdefault(ph, []).append(t)
     for ph, ts in bounds.items():
         t = statistics.median(ts)
         ax.axvline(t, color="k", ls=":", lw=1)
@@ -884,8 +917,8 @@ def memreturn_section(outdir, lines, plots):
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=9)
-    ax.set_title(f"RSS after freeing {d0['mib']:g} MiB of 64-byte objects (dashed: {below:g} MiB target)",
-                 fontsize=10)
+    ax.set_title(f"RSS after freeing {d0['mib']:g} MiB of 64-byte objects, every run (dashed: {below:g} MiB "
+                 "target)", fontsize=10)
     fig.tight_layout()
     name = "memreturn.png"
     fig.savefig(os.path.join(outdir, name), dpi=90)

@@ -10,10 +10,12 @@
 #      95%, 5 runs each) and the counting build's atomic operations per op;
 #   4. the front-end comparison: nbbs-bench's malloc allocator under glibc
 #      and each LD_PRELOADed malloc, on every workload that declares a
-#      front-end run (one process per malloc and workload; the workload's
-#      own thread counts and runs, else 1,2,4 and 5), the memory-return
-#      experiment (bench/memreturn under each malloc), plus
-#      bench/lockfree_list;
+#      front-end run (one process per run of a workload, parameter value
+#      and thread count, the mallocs' runs interleaved round-robin with the
+#      order rotated each round; the workload's own thread counts and runs,
+#      else 1,2,4 and 5; bench/merge_runs.py joins the processes' JSON), the
+#      memory-return experiment (bench/memreturn under each malloc,
+#      --memreturn-rounds interleaved rounds), plus bench/lockfree_list;
 #   5. bench/plot.py: PNGs in the results directory and the report.
 #
 # Options (flags or environment):
@@ -29,6 +31,9 @@
 #   --main-only | BENCH_MAIN_ONLY=1  skip targets, counting and front-end
 #   --frontend-only | BENCH_FRONTEND_ONLY=1  only the front-end comparison
 #                                    (the main suite's earlier results stay)
+#   --memreturn-rounds N | BENCH_MR_ROUNDS  interleaved bench/memreturn runs
+#                                    per malloc (default 1 at smoke and quick:
+#                                    ~30 s a round at quick; 3 at paper)
 #   --no-deps | BENCH_NO_DEPS=1      do not run scripts/deps.sh
 # A paper-scale run of three workloads, kept apart from the quick results:
 #   bash bench/run.sh --scale paper --workload linux-scalability,thread-test,constant-occupancy --main-only
@@ -45,6 +50,7 @@ BUILD=${BENCH_BUILD:-build/release}
 MAIN_ONLY=${BENCH_MAIN_ONLY:-0}
 FRONTEND_ONLY=${BENCH_FRONTEND_ONLY:-0}
 NO_DEPS=${BENCH_NO_DEPS:-0}
+MR_ROUNDS=${BENCH_MR_ROUNDS:-}
 while [ $# -gt 0 ]; do
   case "$1" in
     --scale) SCALE=$2; shift 2 ;;
@@ -56,12 +62,14 @@ while [ $# -gt 0 ]; do
     --build) BUILD=$2; shift 2 ;;
     --main-only) MAIN_ONLY=1; shift ;;
     --frontend-only) FRONTEND_ONLY=1; shift ;;
+    --memreturn-rounds) MR_ROUNDS=$2; shift 2 ;;
     --no-deps) NO_DEPS=1; shift ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 case "$SCALE" in smoke|quick|paper) ;; *) echo "run.sh: --scale must be smoke, quick or paper" >&2; exit 2 ;; esac
+case "$MR_ROUNDS" in ''|[1-9]|[1-9][0-9]) ;; *) echo "run.sh: --memreturn-rounds must be 1..99" >&2; exit 2 ;; esac
 if [ "$MAIN_ONLY" = 1 ] && [ "$FRONTEND_ONLY" = 1 ]; then
   echo "run.sh: --main-only and --frontend-only exclude each other" >&2; exit 2
 fi
@@ -128,21 +136,16 @@ fi
 
 if [ "$MAIN_ONLY" != 1 ]; then
   # --- front-end comparison -------------------------------------------------
-  echo "== front-end comparison: each malloc in its own process"
-  # One line per workload in the comparison: name, its flags, its quick-scale
-  # flags, its thread counts (its own list, else 1,2,4) and runs (its own
-  # count, else 5).
-  FE_LIST=$("$PY" -c 'import json, sys
-for w in json.load(open(sys.argv[1]))["workloads"]:
-    if w["malloc_ok"] and w["frontend"] is not None:
-        print(w["name"], w["frontend"] or "-", w["frontend_quick"] or "-", w["threads"] or "1,2,4",
-              w["repeat"] or 5, sep="\t")' "$OUT/workloads.json")
+  echo "== front-end comparison: one process per run, runs interleaved across the mallocs"
   LIBDIR=/usr/lib/x86_64-linux-gnu
   mimalloc=$( (dpkg -L libmimalloc2.0 2>/dev/null || true) | grep -E '/libmimalloc\.so\.2$' | head -1)
   [ -n "$mimalloc" ] || mimalloc=$LIBDIR/libmimalloc.so.2
   nbmalloc=$(find "$BUILD" -path '*src/nbmalloc/*' -name libnbmalloc.so 2>/dev/null | head -1)
   FE_MALLOCS=("glibc:" "jemalloc:$LIBDIR/libjemalloc.so.2" "mimalloc:$mimalloc"
               "tcmalloc:$LIBDIR/libtcmalloc_minimal.so.4" "nbmalloc:$nbmalloc")
+  # The mallocs present: FE_LABELS[i] under LD_PRELOAD=FE_LIBS[i] (glibc: none).
+  FE_LABELS=()
+  FE_LIBS=()
   for pair in "${FE_MALLOCS[@]}"; do
     label=${pair%%:*}
     lib=${pair#*:}
@@ -150,45 +153,113 @@ for w in json.load(open(sys.argv[1]))["workloads"]:
       note "front-end: $label skipped (library ${lib:-libnbmalloc.so} not found)"
       continue
     fi
-    echo "-- $label ${lib:+(LD_PRELOAD=$lib)}"
-    # malloc is 10-100x faster than the back-ends: more work per run than the
-    # main suite's quick scale, so a run lasts tens of milliseconds, not one.
-    part=0
-    while IFS=$'\t' read -r wl fe feq fet fer; do
-      part=$((part + 1))
-      extra="--workload $wl"
-      [ "$fe" = - ] || extra="$extra $fe"
-      [ "$SCALE" != quick ] || [ "$feq" = - ] || extra="$extra $feq"
-      [ "$SCALE" != smoke ] || fer=1
-      tp=$(date +%s)
-      # shellcheck disable=SC2086 # $extra is a list of flags
-      if ! env ${lib:+LD_PRELOAD=$lib} "$BENCH" --allocator malloc $extra --threads "$fet" \
-           --repeat "$fer" --scale "$SCALE" --label "$label" --quiet --json "$OUT/frontend-$label-$part.json"; then
-        note "front-end: $label run FAILED ($extra), those results are left out"
-        rm -f "$OUT/frontend-$label-$part.json"
-      fi
-      echo "   $wl: $(( $(date +%s) - tp )) s"
-    done <<< "$FE_LIST"
+    FE_LABELS+=("$label")
+    FE_LIBS+=("$lib")
   done
+  nm=${#FE_LABELS[@]}
+  echo "   mallocs: ${FE_LABELS[*]}"
+  # One line per workload in the comparison: name, its flags at this scale
+  # without its parameter option, its parameter option and values ("-" when
+  # the workload sweeps no parameter), its thread counts (its own list, else
+  # 1,2,4) and runs (its own count, else 5).
+  FE_LIST=$("$PY" -c 'import json, sys
+scale = sys.argv[2]
+for w in json.load(open(sys.argv[1]))["workloads"]:
+    if not w["malloc_ok"] or w["frontend"] is None:
+        continue
+    flags = (w["frontend"] or "").split()
+    if scale == "quick":
+        flags += (w["frontend_quick"] or "").split()
+    opt, values, rest = "-", "-", []
+    i = 0
+    while i < len(flags):  # the parameter option, last one wins as in nbbs-bench
+        f = flags[i]
+        if w["param"] != "none" and f == "--" + w["param"] and i + 1 < len(flags):
+            opt, values = f, flags[i + 1]
+            i += 2
+            continue
+        if w["param"] != "none" and f.startswith("--" + w["param"] + "="):
+            opt, values = f.split("=", 1)
+        else:
+            rest.append(f)
+        i += 1
+    print(w["name"], " ".join(rest) or "-", opt, values, w["threads"] or "1,2,4", w["repeat"] or 5,
+          sep="\t")' "$OUT/workloads.json" "$SCALE")
+  # Every run is a process of its own (a fresh heap: nothing kept from an
+  # earlier run, and VmHWM the peak of that run alone). Per workload,
+  # parameter value and thread count: round 1 of every malloc, then round
+  # 2, ..., each round's order rotated by one, so a change in the machine's
+  # load falls on all mallocs alike and none always runs first or last.
+  # Each process's JSON goes to $fetmp; merge_runs.py then joins the runs of
+  # one malloc and workload into frontend-<label>-<part>.json, the document
+  # nbbs-bench --repeat would have written.
+  fetmp="$OUT/frontend-runs.tmp"
+  rm -rf "$fetmp"
+  mkdir -p "$fetmp"
+  tfe=$(date +%s)
+  part=0
+  while IFS=$'\t' read -r wl fe popt pvals fet fer; do
+    part=$((part + 1))
+    [ "$SCALE" != smoke ] || fer=1
+    tp=$(date +%s)
+    nproc=0
+    for i in $(seq 0 $((nm - 1))); do : > "$fetmp/${FE_LABELS[$i]}-$part.list"; done
+    IFS=, read -r -a tlist <<< "$fet"
+    IFS=, read -r -a vlist <<< "$pvals"
+    for T in "${tlist[@]}"; do
+      for v in "${vlist[@]}"; do
+        extra="--workload $wl"
+        [ "$fe" = - ] || extra="$extra $fe"
+        [ "$popt" = - ] || extra="$extra $popt $v"
+        for r in $(seq "$fer"); do
+          for s in $(seq 0 $((nm - 1))); do
+            i=$(( (s + r - 1) % nm ))
+            label=${FE_LABELS[$i]}
+            lib=${FE_LIBS[$i]}
+            f="$fetmp/$label-$part-T$T-v$v-r$r.json"
+            nproc=$((nproc + 1))
+            # shellcheck disable=SC2086 # $extra is a list of flags
+            if env ${lib:+LD_PRELOAD=$lib} "$BENCH" --allocator malloc $extra --threads "$T" --repeat 1 \
+                 --scale "$SCALE" --label "$label" --quiet --json "$f" > /dev/null < /dev/null; then
+              echo "$r $s $f" >> "$fetmp/$label-$part.list"
+            else
+              note "front-end: $label run FAILED ($extra --threads $T, round $r), that run is left out"
+            fi
+          done
+        done
+      done
+    done
+    for label in "${FE_LABELS[@]}"; do
+      "$PY" bench/merge_runs.py --list "$fetmp/$label-$part.list" --out "$OUT/frontend-$label-$part.json" \
+        || { note "front-end: $label has no result for $wl"; rm -f "$OUT/frontend-$label-$part.json"; }
+    done
+    echo "   $wl: $(( $(date +%s) - tp )) s, $nproc processes ($fer rounds)"
+  done <<< "$FE_LIST"
+  rm -rf "$fetmp"
+  echo "   front-end runs: $(( $(date +%s) - tfe )) s"
   # The memory-return experiment: bench/memreturn under each malloc (1 GiB
   # of 64-byte objects freed, then RSS sampled while running, after
-  # malloc_trim and idle).
+  # malloc_trim and idle), MR_ROUNDS processes per malloc interleaved the
+  # same way: memreturn-<label>-<round>.json. A round costs ~6 s per malloc
+  # at quick scale, so quick makes one unless asked for more.
   mr="$BUILD/bench/memreturn"
   case "$SCALE" in
-    smoke) mr_args="--mib 16 --run-s 0.2 --trim-s 0.1 --idle-s 0.1" ;;
-    quick) mr_args="--mib 1024 --run-s 2.5 --trim-s 0.5 --idle-s 1.5" ;;
-    paper) mr_args="--mib 1024 --run-s 6 --trim-s 2 --idle-s 6" ;;
+    smoke) mr_args="--mib 16 --run-s 0.2 --trim-s 0.1 --idle-s 0.1"; : "${MR_ROUNDS:=1}" ;;
+    quick) mr_args="--mib 1024 --run-s 2.5 --trim-s 0.5 --idle-s 1.5"; : "${MR_ROUNDS:=1}" ;;
+    paper) mr_args="--mib 1024 --run-s 6 --trim-s 2 --idle-s 6"; : "${MR_ROUNDS:=3}" ;;
   esac
   if [ -x "$mr" ]; then
-    echo "-- memory return ($mr_args)"
+    echo "-- memory return ($mr_args, $MR_ROUNDS rounds)"
     tp=$(date +%s)
-    for pair in "${FE_MALLOCS[@]}"; do
-      label=${pair%%:*}
-      lib=${pair#*:}
-      [ "$label" = glibc ] || [ -f "$lib" ] || continue
-      # shellcheck disable=SC2086 # $mr_args is a list of flags
-      env ${lib:+LD_PRELOAD=$lib} "$mr" $mr_args --label "$label" --json "$OUT/memreturn-$label.json" \
-        || { note "memreturn: $label run FAILED, left out"; rm -f "$OUT/memreturn-$label.json"; }
+    for r in $(seq "$MR_ROUNDS"); do
+      for s in $(seq 0 $((nm - 1))); do
+        i=$(( (s + r - 1) % nm ))
+        label=${FE_LABELS[$i]}
+        lib=${FE_LIBS[$i]}
+        # shellcheck disable=SC2086 # $mr_args is a list of flags
+        env ${lib:+LD_PRELOAD=$lib} "$mr" $mr_args --label "$label" --json "$OUT/memreturn-$label-$r.json" \
+          < /dev/null || { note "memreturn: $label round $r FAILED, left out"; rm -f "$OUT/memreturn-$label-$r.json"; }
+      done
     done
     echo "   memreturn: $(( $(date +%s) - tp )) s"
   else

@@ -6,9 +6,9 @@
 # never above the bound, percentiles in order), that `--list --json` agrees
 # with `--list`, that the plots are PNG files and that the report has its
 # sections, including the front-end shapes (malloc only, page faults per
-# run) and the memory-return experiment (bench/memreturn: its samples cover
-# the run, trim and idle phases; it refuses bad options). No timing is
-# asserted.
+# run, one process per run joined by bench/merge_runs.py) and the
+# memory-return experiment (bench/memreturn: its samples cover the run, trim
+# and idle phases; it refuses bad options). No timing is asserted.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BENCH_BUILD:-build/release}
@@ -148,10 +148,38 @@ for f in fe:
         check_doc(f, d)
         check(f.startswith("frontend-" + d["label"] + "-"), f"{f}: label {d['label']}")
         fe_seen |= {r["workload"] for r in d["results"]}
+        # One process per run (bench/merge_runs.py joined them): as many
+        # processes as runs, each run tagged with its round and slot.
+        nruns = sum(len(r["runs"]) for r in d["results"])
+        check(d.get("processes") == nruns, f"{f}: {d.get('processes')} processes for {nruns} runs")
+        for r in d["results"]:
+            check(all("round" in x and "slot" in x for x in r["runs"]), f"{f}: a run has no round or slot")
+            check(sorted(x["round"] for x in r["runs"]) == list(range(1, len(r["runs"]) + 1)),
+                  f"{f}: {r['workload']} T={r['threads']}: rounds are not 1..{len(r['runs'])}")
 fe_want = {w["name"] for w in lst["workloads"] if w["malloc_ok"] and w["frontend"] is not None}
 check(fe_seen == fe_want, f"front-end: workloads missing: {fe_want - fe_seen}")
-mr = load("memreturn-glibc.json") if os.path.exists(os.path.join(res, "memreturn-glibc.json")) else None
-check(mr is not None, "no memreturn-glibc.json")
+check(not os.path.exists(os.path.join(res, "frontend-runs.tmp")), "front-end: per-process files left behind")
+# merge_runs.py on three one-run documents (the smoke run has one round):
+# runs in the listed order, summaries over them, not-measured (-1) left out.
+import importlib.util
+spec = importlib.util.spec_from_file_location("merge_runs", "bench/merge_runs.py")
+mrg = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mrg)
+def one(w, free_ns, m):
+    run = {"wall_s": w, "ops_per_s": 10 / w, "free_ns": free_ns, "peak_rss_kb": 100, "metrics": {"x": m}}
+    return {"label": "t", "repeat": 1, "elapsed_s": w, "loadavg_end": 1.0, "results": [
+        {"workload": "w", "allocator": "malloc", "param": "none", "value": 0, "threads": 2, "runs": [run]}]}
+m = mrg.merge([(1, 0, one(3.0, -1, 5)), (2, 4, one(1.0, 7, 1)), (3, 3, one(2.0, 9, 2))])
+r = m["results"][0] if m else {}
+check(m and m["repeat"] == 3 and m["processes"] == 3 and len(m["results"]) == 1, "merge_runs: wrong shape")
+check([x.get("round") for x in r.get("runs", [])] == [1, 2, 3] and r["runs"][1]["slot"] == 4,
+      "merge_runs: runs out of order or untagged")
+check(r.get("summary", {}).get("wall_s") == {"median": 2.0, "min": 1.0, "max": 3.0}, "merge_runs: wall_s summary")
+check(r.get("summary", {}).get("free_ns") == {"median": 8.0, "min": 7, "max": 9}, "merge_runs: -1 not left out")
+check(r.get("metrics", {}).get("x") == {"median": 2, "min": 1, "max": 5}, "merge_runs: metric summary")
+check(mrg.merge([]) is None, "merge_runs: merged nothing into a document")
+mr = load("memreturn-glibc-1.json") if os.path.exists(os.path.join(res, "memreturn-glibc-1.json")) else None
+check(mr is not None, "no memreturn-glibc-1.json")
 if mr:
     check({s[1] for s in mr["samples"]} == {"run", "trim", "idle"}, "memreturn: a phase has no sample")
     check(all(s[2] > 0 for s in mr["samples"]), "memreturn: a sample has no RSS")
