@@ -318,6 +318,30 @@ static void test_metadata_size(nbbs_layout_t lay)
     }
 }
 
+/* Placement keeps a fill point per order (docs/design.md, "Placement"): an
+ * order-3 allocation does not move the order-0 allocations after it past the
+ * frames it stepped over; they go on beside the last order-0 block. */
+static void test_fill_points(nbbs_layout_t lay)
+{
+    nbbs_config_t c = { .min_block = 4096, .max_order = 10, .layout = lay };
+    nbbs_t *b = nbbs_create(FAKE_BASE, (size_t)4 << 20, &c);
+    CHECK(b != NULL);
+    if (!b)
+        return;
+    char *a0 = nbbs_alloc_order(b, 0);
+    char *a3 = nbbs_alloc_order(b, 3);
+    char *b0 = nbbs_alloc_order(b, 0);
+    CHECK(a0 && a3 && b0);
+    CHECK(a3 == a0 + 8 * 4096);   /* the next aligned 8-frame block */
+    CHECK(b0 == a0 + 4096);       /* the frame beside a0, not one past a3 */
+    char *b3 = nbbs_alloc_order(b, 3);
+    CHECK(b3 == a3 + 8 * 4096);   /* order 3 goes on from its own point */
+    CHECK_EQ(nbbs_free(b, b0), 0);
+    CHECK(nbbs_alloc_order(b, 0) == b0); /* a free moves its order's point */
+    CHECK_EQ(nbbs_validate(b), 0);
+    nbbs_destroy(b);
+}
+
 int main(void)
 {
     for (unsigned i = 0; i < 2; i++) {
@@ -330,6 +354,7 @@ int main(void)
         test_stats_and_map(lay);
         test_untouched_arena(lay);
         test_metadata_size(lay);
+        test_fill_points(lay);
     }
     TEST_MAIN_END();
 }

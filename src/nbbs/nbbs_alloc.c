@@ -50,7 +50,7 @@ int nbbs_free(nbbs_t *b, void *p)
 void nbbs__free_leaf(nbbs_t *b, uint64_t leaf, unsigned order)
 {
     unsigned r = b->max_order - order;
-    NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b); /* the next allocation here starts at this block */
+    NBBS_ATOMIC(uint64_t) *hint = nbbs__hint_order(b, order); /* the next allocation here starts at this block */
     if (nb_hint_load(hint) != leaf)
         nb_hint_store(hint, leaf);
     if (nbbs__is_bunch(b))

@@ -129,8 +129,9 @@ nbbs_t *nbbs_init(void *meta, size_t meta_size, void *base, size_t arena_size,
     char *p = (char *)meta + ALIGN_UP(sizeof(struct nbbs), NBBS_META_ALIGN);
     b->hints = (NBBS_ATOMIC(uint64_t) *)p;
     b->hint_mask = g.nhints - 1;
-    for (unsigned i = 0; i < g.nhints; i++) /* spread the start points */
-        nb_init_store(&b->hints[i * NBBS_HINT_STRIDE], g.nleaves * i / g.nhints);
+    for (unsigned i = 0; i < g.nhints; i++) /* spread the start points (every order's) */
+        for (unsigned j = 0; j < NBBS_HINT_STRIDE; j++)
+            nb_init_store(&b->hints[i * NBBS_HINT_STRIDE + j], g.nleaves * i / g.nhints);
     p += g.hint_bytes;
     b->holes = (NBBS_ATOMIC(uint64_t) *)p;
     b->group_order = g.group_order;

@@ -51,9 +51,10 @@ _Static_assert(NBBS_MAX_ORDER + 1 < 64, "the index byte holds order + 1 below bi
 _Static_assert(SLOT_REP(31) == (UINT64_C(1) << 40) - 1, "SLOT_REP fills 8 slots and nothing else");
 
 /* Scan start hints: up to NBBS_HINTS cells, one cache line each, picked by a
- * hash of the caller's stack address (so, in effect, per thread). A cell
- * holds the leaf where its last allocation succeeded; the next scan starts
- * there. Small arenas get fewer cells: at most half a byte per min_block. */
+ * hash of the caller's stack address (so, in effect, per thread). Word k of
+ * a cell holds the leaf where its last allocation (or free) of order k
+ * succeeded (nbbs__hint_order); the next scan of that order starts there.
+ * Small arenas get fewer cells: at most half a byte per min_block. */
 #define NBBS_HINTS 64u
 #define NBBS_HINT_STRIDE 8u /* uint64_t per cell: 64 bytes */
 _Static_assert(NBBS_HINT_STRIDE * 8 == 64 && (NBBS_HINTS & (NBBS_HINTS - 1)) == 0,
@@ -160,6 +161,16 @@ static inline NBBS_ATOMIC(uint64_t) *nbbs__hint(const nbbs_t *b)
     uint64_t cell = (((uint64_t)(uintptr_t)&probe >> 16) * UINT64_C(0x9E3779B97F4A7C15)) >> 40;
 #endif
     return &b->hints[(cell & b->hint_mask) * NBBS_HINT_STRIDE];
+}
+
+/* The calling context's hint for blocks of one order: word `order` of its
+ * cell (orders from NBBS_HINT_STRIDE - 1 up share the last word). One fill
+ * point per order, as a free-list buddy keeps a list per order: an order-0
+ * allocation goes on filling the holes behind a larger one instead of
+ * following it to fresh space (docs/design.md, "Placement"). */
+static inline NBBS_ATOMIC(uint64_t) *nbbs__hint_order(const nbbs_t *b, unsigned order)
+{
+    return nbbs__hint(b) + (order < NBBS_HINT_STRIDE - 1 ? order : NBBS_HINT_STRIDE - 1);
 }
 
 /* Index of the leaf at address p, or UINT64_MAX if p is not a min_block
