@@ -18,12 +18,15 @@
  *      none, the thread collects what the heaps hold and tries once more.
  * An owner's free that empties a non-current page releases it at once.
  *
- * Thread exit (a pthread key destructor): the heap is collected (remote
- * frees taken, empty pages released) and the record, with the pages still in
- * use, goes on the stack of abandoned heaps. The next new thread adopts it
- * whole (its pages' owner word is the record's address, so nothing changes
- * hands), and nbm_purge/malloc_trim and recovery collect abandoned heaps by
- * popping them all (exclusive while held) and pushing them back.
+ * Thread exit (a pthread key destructor): held remote frees, medium blocks,
+ * descriptors and spares go back, and the record, with its pages and their
+ * lists as they are, goes on the stack of abandoned heaps. The next new
+ * thread adopts it whole and warm (its pages' owner word is the record's
+ * address, so nothing changes hands). A heap not adopted within half
+ * NBM_PURGE_DELAY_MS is collected (remote frees taken, empty pages and
+ * spares returned) at a live thread's heartbeat or new page; nbm_purge,
+ * malloc_trim and recovery collect every abandoned heap. Collectors pop
+ * the whole stack (each heap is theirs alone while held) and push it back.
  * A thread with no usable heap (while it is being set up, or after its exit
  * destructor ran) serves small requests as one-page medium blocks and pushes
  * its small frees on the pages' remote lists.
@@ -49,6 +52,7 @@ static bool have_key;
 
 static void tcache_exit(void *v);
 static bool collect_heap(nbm_tcache_t *tc, bool spares);
+static void abandoned_decay(nbm_tcache_t *tc);
 
 /* Without the key (pthread_key_create failed) no thread gets a heap: every
  * thread runs the no-heap paths, slower but correct. */
@@ -79,9 +83,11 @@ nbm_tcache_t *nbm__tcache_get(void)
         return NULL;
     }
     nbm_tcache_t *tc = (nbm_tcache_t *)nbm__pool_rec(&tcache_pool, i);
-    /* An adopted heap: the frees its pages received since its thread exited
-     * are taken, empty pages become spares. */
-    collect_heap(tc, false);
+    /* An adopted heap is used as its thread left it (or as a collection
+     * left it): its current pages and their lists serve at once, and frees
+     * that reached its pages meanwhile are taken by its refills and sweeps
+     * like any remote frees. */
+    tc->exited = 0;
     tc->index = i;
     tc->arena_hint = i;
     tc->tick = NBM_HEARTBEAT;
@@ -92,21 +98,21 @@ nbm_tcache_t *nbm__tcache_get(void)
     return tc;
 }
 
-static void heap_decay(nbm_tcache_t *tc);
 
 /* An empty page leaves its class: to the heap's spares. */
 static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
 {
     avail_unlink(bin, pg);
+    nbm_binx_t *x = binx_of(tc, bin);
     if (pg->prev)
         pg->prev->next = pg->next;
     else
-        bin->pages = pg->next;
+        x->pages = pg->next;
     if (pg->next)
         pg->next->prev = pg->prev;
-    binx_of(tc, bin)->npages--;
+    x->npages--;
     if (bin->page == pg) {
-        bin->page = NULL;
+        clear_current(bin);
         bin->head = NULL;
     }
     tc->drains++;
@@ -115,7 +121,7 @@ static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
         tc->kept[order - NBM_SPARE_ORDER0] = NULL;
     nbm__page_unmake(pg);
     nbm__spare_put(tc, pg, order);
-    heap_decay(tc);
+    nbm__heap_decay(tc);
 }
 
 /* A large class's page of 64-512 KiB that just emptied stays in its class
@@ -145,16 +151,16 @@ static void kept_decay(nbm_tcache_t *tc)
 }
 
 /* The spare decay, and at the end of each of its intervals the kept pages'. */
-static void heap_decay(nbm_tcache_t *tc)
+void nbm__heap_decay(nbm_tcache_t *tc)
 {
-    if (nbm__spare_decay(tc))
+    if (nbm__spares_decay(tc))
         kept_decay(tc);
 }
 
-void nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg)
+void nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg, uint32_t carved)
 {
     nbm_bin_t *bin = &tc->bins[pg->cls];
-    if (pg->nfree == nbm__page_carved(pg)) {
+    if (pg->nfree == carved) {
         if (pg->cls < NBM_NSMALL || nbm__page_order(pg->cls) >= NBM_SPARE_ORDER0 + NBM_KEPT_ORDERS) {
             page_drop(tc, bin, pg);
             return;
@@ -193,16 +199,16 @@ static void retire_current(nbm_bin_t *bin)
         n++;
     pg->free = bin->head;
     pg->nfree = n;
-    bin->page = NULL;
+    clear_current(bin);
     bin->head = NULL;
 }
 
 /* Every page of the class: remote frees taken, empty pages released, the
  * others with free objects on avail. Returns the pages released. */
-static uint32_t sweep_bin(nbm_tcache_t *tc, nbm_bin_t *bin)
+uint32_t nbm__sweep_bin(nbm_tcache_t *tc, nbm_bin_t *bin)
 {
     uint32_t released = 0;
-    for (nbm_page_t *pg = bin->pages, *next; pg; pg = next) {
+    for (nbm_page_t *pg = binx_of(tc, bin)->pages, *next; pg; pg = next) {
         next = pg->next;
         if (pg == bin->page)
             continue;
@@ -225,9 +231,9 @@ static bool collect_heap(nbm_tcache_t *tc, bool spares)
     for (unsigned c = 0; c < NBM_NCLASSES; c++) {
         nbm_bin_t *bin = &tc->bins[c];
         retire_current(bin);
-        released += sweep_bin(tc, bin);
+        released += nbm__sweep_bin(tc, bin);
     }
-    return (spares && nbm__spare_release_all(tc)) || released != 0;
+    return (spares && nbm__spares_release(tc)) || released != 0;
 }
 
 /* Makes a page with free objects current; the bin's list is empty. */
@@ -235,7 +241,7 @@ static void make_current(nbm_bin_t *bin, nbm_page_t *pg)
 {
     avail_unlink(bin, pg);
     retire_current(bin); /* its list is empty: the page is full */
-    bin->page = pg;
+    set_current(bin, pg, pg->free);
     bin->head = pg->free;
     pg->free = NULL;
     pg->nfree = 0;
@@ -273,7 +279,7 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
         }
         nbm_binx_t *x = binx_of(tc, bin);
         if (!bin->avail && x->fresh * 4 >= x->npages)
-            sweep_bin(tc, bin);
+            nbm__sweep_bin(tc, bin);
         if (bin->avail) {
             make_current(bin, bin->avail);
             if (bin->head)
@@ -291,62 +297,13 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
             continue;
         }
         tc->refills++;
-        heap_decay(tc);
+        nbm__heap_decay(tc);
+        abandoned_decay(tc);
         x->fresh++;
         page_link(tc, bin, pg);
         retire_current(bin);
-        bin->page = pg;
+        set_current(bin, pg, NULL);
     }
-}
-
-/* A large class (above NBM_SMALL_MAX: a few objects a page) has no current
- * page: every free by the owner lands on its page's own list, counted (the
- * third case of nbm__free_fast), so a page whose objects all came back
- * leaves the class at once and its block serves any class of its order. Its
- * avail list holds the pages with a free or an uncarved object: the first
- * gives one (its list first, else one carved), else a sweep or a new page. */
-static void *large_alloc(nbm_tcache_t *tc, unsigned cls)
-{
-    nbm_bin_t *bin = &tc->bins[cls];
-    nbm_binx_t *x = binx_of(tc, bin);
-    const nbm_class_t *c = &nbm__classes[cls];
-    bool recovered = false;
-    if (!bin->avail && x->npages && x->fresh * 4 >= x->npages)
-        sweep_bin(tc, bin);
-    while (!bin->avail) {
-        void *b = nbm__spare_take(tc, nbm__page_order(cls));
-        nbm_page_t *pg = nbm__page_new(cls, (uintptr_t)tc, &tc->arena_hint, b);
-        if (pg && !b)
-            nbm__spare_fresh(nbm__page_order(cls));
-        if (!pg) {
-            if (recovered || !nbm__recover())
-                return NULL;
-            recovered = true;
-            continue; /* the recovery swept this heap: avail may hold pages */
-        }
-        tc->refills++;
-        heap_decay(tc);
-        x->fresh++;
-        page_link(tc, bin, pg);
-        avail_push(bin, pg);
-    }
-    nbm_page_t *pg = bin->avail;
-    unsigned k = (unsigned)__builtin_ctz(c->chunk) - NBM_PAGE_SHIFT - NBM_SPARE_ORDER0;
-    if (k < NBM_KEPT_ORDERS && tc->kept[k] == pg) { /* in use again */
-        tc->kept[k] = NULL;
-        tc->kept_used |= 1u << k;
-    }
-    void **o = pg->free;
-    if (o) {
-        pg->free = o[0];
-        pg->nfree--;
-    } else {
-        nbm__page_carve(pg, (void **)&o, 1); /* avail: there is room */
-    }
-    if (!pg->free && (nbm__page_carved(pg) + 1) * c->size > c->chunk)
-        avail_unlink(bin, pg); /* nothing left: full */
-    o[1] = NULL;
-    return o;
 }
 
 void *nbm__small_alloc_generic(unsigned cls)
@@ -364,7 +321,8 @@ void *nbm__small_alloc_generic(unsigned cls)
     if (NBM_UNLIKELY(tc->tick == 0)) { /* the fast path's countdown ran out */
         tc->tick = NBM_HEARTBEAT;
         nbm__remote_flush(tc);
-        heap_decay(tc);
+        nbm__heap_decay(tc);
+        abandoned_decay(tc);
         if (cls >= NBM_NSMALL)
             nbm__medium_tick(nbm__os_now_ns());
     }
@@ -376,7 +334,7 @@ void *nbm__small_alloc_generic(unsigned cls)
         return p;
     }
     if (cls >= NBM_NSMALL)
-        return large_alloc(tc, cls);
+        return nbm__large_alloc(tc, cls);
     if (!bin->head && !refill(tc, cls))
         return NULL;
     p = bin->head;
@@ -407,10 +365,11 @@ static bool release_medium(nbm_tcache_t *tc)
     return any;
 }
 
-void nbm__tcache_flush(nbm_tcache_t *tc, bool spares)
+/* The thread's caches that are no page of its own go back: held remote
+ * frees, medium blocks, descriptors, statistics. */
+static void flush_caches(nbm_tcache_t *tc)
 {
     nbm__remote_flush(tc);
-    collect_heap(tc, spares);
     release_medium(tc);
     nbm__desc_flush(tc);
     nbm_stat_add(&nbm__gstats.medium_live, (uint64_t)tc->medium_delta);
@@ -420,17 +379,67 @@ void nbm__tcache_flush(nbm_tcache_t *tc, bool spares)
     tc->refills = tc->drains = 0;
 }
 
+void nbm__tcache_flush(nbm_tcache_t *tc, bool spares)
+{
+    nbm__remote_flush(tc);
+    collect_heap(tc, spares);
+    flush_caches(tc);
+}
+
+/* The heap is abandoned whole, its pages and their lists as they are: a
+ * thread that starts soon (a pool, a short-lived worker) adopts it warm,
+ * with no page to take, carve or sweep. What is no page of its own goes
+ * back now; the spares go to the medium cache, where any thread's next page
+ * (or medium block) of their size takes them while warm and its policy
+ * returns them to the OS otherwise. A heap nobody adopts within half
+ * NBM_PURGE_DELAY_MS is collected by a live thread (abandoned_decay), or by
+ * nbm_purge and recovery. */
 static void tcache_exit(void *v)
 {
     nbm_tcache_t *tc = v;
     nbm__tc = NULL;
     tstate = NBM_T_DEAD;
-    /* The spares go to the medium cache, where any thread's next page (or
-     * medium block) of their size takes them while warm, and its delay
-     * returns them to the OS otherwise. */
-    nbm__tcache_flush(tc, false);
-    nbm__spare_give(tc);
+    flush_caches(tc);
+    nbm__spares_give(tc);
+    tc->exited = nbm__os_now_ns() | 1;
     nbm__stack_push(&abandoned, &tcache_pool, tc->index, tc->index);
+}
+
+/* Collects the abandoned heaps (all, or those abandoned for at least `age`
+ * ns at `now`): popped all at once, so each is ours alone until the chain
+ * is pushed back (a thread starting meanwhile maps a new record). True if
+ * anything was given back. */
+static bool collect_abandoned(uint64_t now, uint64_t age, bool all)
+{
+    bool any = false;
+    uint32_t first = nbm__stack_pop_all(&abandoned), last = 0;
+    for (uint32_t i = first; i; i = nbm_load_u32_relaxed((_Atomic uint32_t *)nbm__pool_rec(&tcache_pool, i))) {
+        nbm_tcache_t *h = (nbm_tcache_t *)nbm__pool_rec(&tcache_pool, i);
+        last = i;
+        if (!all && (!h->exited || now - h->exited < age))
+            continue;
+        any |= collect_heap(h, true);
+        h->exited = 0;
+        nbm_stat_add(&nbm__gstats.drains, h->drains);
+        h->drains = 0;
+    }
+    if (first)
+        nbm__stack_push(&abandoned, &tcache_pool, first, last);
+    return any;
+}
+
+/* At most once per half NBM_PURGE_DELAY_MS per thread, and only while the
+ * abandoned stack is not empty: heaps nobody adopted within that time give
+ * their empty pages back (the policy's delay, as for spares). */
+static void abandoned_decay(nbm_tcache_t *tc)
+{
+    if ((uint32_t)nbm_load_u64_relaxed(&abandoned.top) == 0)
+        return;
+    uint64_t now = nbm__os_now_ns(), half = nbm__opt.purge_delay_ns / 2;
+    if (now - tc->adecay_since < half)
+        return;
+    tc->adecay_since = now;
+    collect_abandoned(now, half, false);
 }
 
 bool nbm__heaps_collect(bool medium)
@@ -443,18 +452,7 @@ bool nbm__heaps_collect(bool medium)
         if (medium)
             any |= release_medium(tc);
     }
-    /* Abandoned heaps: popped all at once, so each is ours alone until the
-     * chain is pushed back (a thread starting meanwhile maps a new record). */
-    uint32_t first = nbm__stack_pop_all(&abandoned), last = 0;
-    for (uint32_t i = first; i; i = nbm_load_u32_relaxed((_Atomic uint32_t *)nbm__pool_rec(&tcache_pool, i))) {
-        nbm_tcache_t *h = (nbm_tcache_t *)nbm__pool_rec(&tcache_pool, i);
-        any |= collect_heap(h, true);
-        nbm_stat_add(&nbm__gstats.drains, h->drains);
-        h->drains = 0;
-        last = i;
-    }
-    if (first)
-        nbm__stack_push(&abandoned, &tcache_pool, first, last);
+    any |= collect_abandoned(0, 0, true);
     return any;
 }
 
@@ -467,7 +465,7 @@ bool nbm__recover(void)
     bool any = nbm_load_u64_relaxed(&nbm__gstats.medium_cached) != 0;
     if (nbm__tc)
         nbm__tc->arena_hint = 0; /* the lowest arenas first: the higher may retire */
-    nbm__spare_trim(); /* other live heaps give their spares back at their next page */
+    nbm__spares_trim(); /* other live heaps give their spares back at their next page */
     any |= nbm__heaps_collect(true);
     any |= nbm__arena_reclaim();
     return any;

@@ -200,16 +200,17 @@ typedef struct nbm_bin {
     void    *head;
     void    *rhead;
     void    *rtail;             /* rhead's last object */
+    uintptr_t cur;          /* the current page's first byte, 0 = none (free compares with it) */
     struct nbm_page *page;  /* current page, NULL = none */
     struct nbm_page *rpage;
     struct nbm_page *avail; /* non-current pages with free objects */
-    struct nbm_page *pages; /* every page the heap owns in this class */
     uint32_t rroom;         /* objects rhead may still take before it is pushed */
 } nbm_bin_t;
 _Static_assert(sizeof(nbm_bin_t) == NBM_CACHE_LINE, "a bin is one cache line");
 
 /* The bin's colder half. */
 typedef struct nbm_binx {
+    struct nbm_page *pages; /* every page the heap owns in this class */
     uint32_t npages;      /* pages on `pages` */
     uint32_t fresh;       /* pages taken since the last sweep of `pages` */
 } nbm_binx_t;
@@ -245,11 +246,15 @@ typedef struct nbm_tcache {
     uint64_t spare_since;                 /* start of the current decay interval (ns) */
     nbm_page_t *kept[NBM_KEPT_ORDERS];    /* an emptied large-class page left in its class, per page order */
     uint32_t kept_used;                   /* orders whose kept page served since the last decay */
+    uint64_t exited;                      /* abandoned, not yet collected: exit time (ns) | 1; else 0 */
+    uint64_t adecay_since;                /* last look at the abandoned heaps (ns) */
     uint32_t trim_seen;                   /* last recovery epoch seen */
     uint32_t tick;                        /* fast-path mallocs until the heartbeat */
     uint64_t refills, drains;   /* pages taken / given back; joined into the globals at exit */
     int64_t  medium_delta;      /* medium blocks allocated minus freed by this thread */
 } nbm_tcache_t;
+/* free finds bins[k - 1] at k bins from the record's start. */
+_Static_assert(offsetof(nbm_tcache_t, bins) == sizeof(nbm_bin_t), "bins start one bin into a heap record");
 
 enum { NBM_T_NEW = 0, NBM_T_INIT = 1, NBM_T_LIVE = 2, NBM_T_DEAD = 3 };
 
@@ -439,8 +444,15 @@ NBM_HIDDEN void  nbm__small_free_generic(void *p, nbm_page_t *pg);
  * another page's objects: the buffer is pushed, o starts it again. */
 NBM_HIDDEN void  nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o);
 NBM_HIDDEN void  nbm__remote_flush(nbm_tcache_t *tc); /* every buffer pushed */
-/* The owner's free made a non-current page empty or no longer full. */
-NBM_HIDDEN void  nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg);
+/* free of a small object (checked and tagged) on a page other than its bin's
+ * current one: held back for another heap's page, or onto this heap's page. */
+NBM_HIDDEN void  nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o, uint32_t w);
+/* nbm__fatal(what, p), never returns; not declared noreturn so that free's
+ * fast path reaches it with a jump and keeps no stack frame. */
+NBM_HIDDEN void  nbm__free_bad(const char *what, const void *p);
+/* The owner's free made a non-current page empty or no longer full;
+ * carved: its carved count (from the unit word free read: no second look). */
+NBM_HIDDEN void  nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg, uint32_t carved);
 NBM_HIDDEN void  nbm__tcache_flush(nbm_tcache_t *tc, bool spares); /* spares: give them back too */
 NBM_HIDDEN nbm_tcache_t *nbm__tcache_get(void);       /* NULL while none can be used */
 NBM_HIDDEN void  nbm__tcache_init_process(void);
@@ -453,21 +465,25 @@ NBM_HIDDEN void  nbm__desc_flush(nbm_tcache_t *tc);
 NBM_HIDDEN bool  nbm__heaps_collect(bool medium);
 NBM_HIDDEN bool  nbm__recover(void);                  /* after ENOMEM: true if anything was freed */
 
-/* --- a heap's spare pages (spare.c) ---------------------------------------------- */
-/* An empty page (unmade, unit words kept) of the page order to the spares. */
+/* --- spare pages (spare.c): a heap's empty pages, kept for its next pages ------- */
+/* An empty page (unmade, unit words kept) to the spares; a page of
+ * NBM_SHARED_ORDER and up to the medium cache instead. */
 NBM_HIDDEN void  nbm__spare_put(nbm_tcache_t *tc, nbm_page_t *pg, unsigned order);
 /* A block for a new page: the heap's spare, else a cached free block (the
  * medium cache's); NULL if none: the caller takes one from the back-end and
  * calls nbm__spare_fresh. */
 NBM_HIDDEN void *nbm__spare_take(nbm_tcache_t *tc, unsigned order);
 NBM_HIDDEN void  nbm__spare_fresh(unsigned order);
-/* Spares not needed for half NBM_PURGE_DELAY_MS go back; all of them after a
- * recovery. Called where the heap takes or gives pages and at the heartbeat;
- * true when a half interval ended (the heap's kept pages decay then too). */
-NBM_HIDDEN bool  nbm__spare_decay(nbm_tcache_t *tc);
-NBM_HIDDEN bool  nbm__spare_release_all(nbm_tcache_t *tc); /* true if there were any */
-NBM_HIDDEN void  nbm__spare_give(nbm_tcache_t *tc);        /* to the medium cache (thread exit) */
-NBM_HIDDEN void  nbm__spare_trim(void); /* every heap releases its spares at its next decay */
+NBM_HIDDEN bool  nbm__spares_release(nbm_tcache_t *tc); /* all to the OS and back-end; true if any */
+NBM_HIDDEN void  nbm__spares_give(nbm_tcache_t *tc);    /* all to the medium cache (thread exit) */
+/* Every half NBM_PURGE_DELAY_MS: spares not needed in the interval go back;
+ * true when an interval ended (the heap's kept pages decay then too). */
+NBM_HIDDEN bool  nbm__spares_decay(nbm_tcache_t *tc);
+NBM_HIDDEN void  nbm__spares_trim(void); /* every heap gives its spares back at its next decay */
+/* The heap layer's shared steps (heap.c) for large classes (large.c). */
+NBM_HIDDEN void *nbm__large_alloc(nbm_tcache_t *tc, unsigned cls);
+NBM_HIDDEN void  nbm__heap_decay(nbm_tcache_t *tc); /* spares, then kept pages at an interval's end */
+NBM_HIDDEN uint32_t nbm__sweep_bin(nbm_tcache_t *tc, nbm_bin_t *bin); /* remote frees taken, empty pages out */
 
 /* --- the generic entry points (alloc.c, free.c) --------------------------------- */
 NBM_HIDDEN void  *nbm__malloc_generic(size_t n);

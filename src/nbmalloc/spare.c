@@ -37,7 +37,7 @@ static void release_top(nbm_tcache_t *tc, unsigned k, uint32_t n)
         tc->spare_low[k] = tc->nspare[k];
 }
 
-bool nbm__spare_release_all(nbm_tcache_t *tc)
+bool nbm__spares_release(nbm_tcache_t *tc)
 {
     bool any = false;
     for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
@@ -47,12 +47,12 @@ bool nbm__spare_release_all(nbm_tcache_t *tc)
     return any;
 }
 
-bool nbm__spare_decay(nbm_tcache_t *tc)
+bool nbm__spares_decay(nbm_tcache_t *tc)
 {
     uint32_t e = nbm_load_u32_relaxed(&trim_epoch);
     if (NBM_UNLIKELY(e != tc->trim_seen)) {
         tc->trim_seen = e;
-        nbm__spare_release_all(tc);
+        nbm__spares_release(tc);
     }
     uint64_t now = nbm__os_now_ns();
     if (now - tc->spare_since < nbm__opt.purge_delay_ns / 2)
@@ -77,7 +77,7 @@ void nbm__spare_put(nbm_tcache_t *tc, nbm_page_t *pg, unsigned order)
     tc->nspare[k]++;
 }
 
-void nbm__spare_give(nbm_tcache_t *tc)
+void nbm__spares_give(nbm_tcache_t *tc)
 {
     for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
         while (tc->spare[k]) {
@@ -111,7 +111,7 @@ void nbm__spare_fresh(unsigned order)
         nbm__medium_page_new(order);
 }
 
-void nbm__spare_trim(void)
+void nbm__spares_trim(void)
 {
     nbm_add_u32(&trim_epoch, 1);
 }
