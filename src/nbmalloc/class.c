@@ -7,13 +7,13 @@
  * internal fragmentation above 128 bytes. Their pages are 64 KiB, or 128 KiB
  * where 8 objects need it.
  *
- * Large classes (above 16 KiB up to NBM_LARGE_MAX = 1 MiB): eight per power
+ * Large classes (above 16 KiB up to NBM_LARGE_MAX = 128 KiB): eight per power
  * of two (p*9/8 .. 2p), so a request gets at most 1/8 more than it asked
  * for. A large class's page is the smallest power of two (at least 64 KiB)
  * whose objects fill 7/8 of it, up to 256 KiB: 20 KiB objects 3 to a 64 KiB
  * page, 18 KiB ones 7 to 128 KiB, 22 KiB ones 11 to 256 KiB, 88 KiB ones 2
- * to 256 KiB (69 %); above 128 KiB one object in the next power of two
- * (576 KiB in 1 MiB). The page tail past the last object is never touched:
+ * to 256 KiB (69 %). (Above 128 KiB an object would have a page of its
+ * own, as a medium block does: no class there, docs/nbmalloc.md.) The page tail past the last object is never touched:
  * it costs address space, not memory. Pages are capped because a heap's
  * page of a class strands its freed objects until the page empties: with
  * 7/8 pages for every class (11 objects of 704 KiB in 8 MiB), a storm of 8

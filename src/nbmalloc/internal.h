@@ -67,12 +67,11 @@
 /* --- size classes ---------------------------------------------------------- */
 /* Small: 16..128 step 16, then four classes per power of two up to 16 KiB
  * (NBM_NSMALL classes). Large: eight per power of two above 16 KiB up to
- * NBM_LARGE_MAX (at most 12.5 % above the request), in pages of up to
- * 256 KiB (one object in a page of the next power of two above 128 KiB; see
- * class.c). Above NBM_LARGE_MAX: medium blocks (medium.c). */
+ * NBM_LARGE_MAX = 128 KiB (at most 12.5 % above the request), in pages of
+ * up to 256 KiB (class.c). Above NBM_LARGE_MAX: medium blocks (medium.c). */
 #define NBM_NSMALL     36
-#define NBM_LARGE_MAX  ((size_t)1 << 20)
-#define NBM_NCLASSES   (NBM_NSMALL + 8 * 6) /* 16 KiB .. 1 MiB: six doublings */
+#define NBM_LARGE_MAX  ((size_t)1 << 17)
+#define NBM_NCLASSES   (NBM_NSMALL + 8 * 3) /* 16 KiB .. 128 KiB: three doublings */
 #define NBM_FAST_MAX   1024 /* sizes looked up in a table on the fast path */
 
 typedef struct nbm_class {   /* 32 bytes: indexed with a shift */
@@ -225,7 +224,7 @@ typedef struct nbm_binx {
 #define NBM_MCACHE_ORDERS 8 /* medium blocks of 4..512 KiB: one per order per thread */
 #define NBM_SPARE_ORDER0 4  /* page orders: 64 KiB and 128 KiB pages */
 #define NBM_SPARE_ORDERS 2
-#define NBM_SHARED_ORDER 6  /* pages of 256 KiB .. 1 MiB (large classes): no spares, the medium cache (spare.c) */
+#define NBM_SHARED_ORDER 6  /* pages of 256 KiB (large classes): no spares, the medium cache (spare.c) */
 #define NBM_KEPT_ORDERS  4  /* a heap's kept pages (heap.c): 64 KiB .. 512 KiB */
 
 /* The heap record of a thread (historically "tcache"). Records are reused:

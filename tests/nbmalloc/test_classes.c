@@ -1,5 +1,5 @@
 /*
- * test_classes.c - the large size classes (above NBM_SMALL_MAX up to 1 MiB):
+ * test_classes.c - the large size classes (above NBM_SMALL_MAX up to 128 KiB):
  * every size gets at most 1/8 more than it asked for, the memory is its own
  * (stamped and checked while many are live), realloc keeps the bytes, the
  * pages go back when their objects do (also when another thread frees them),
@@ -22,9 +22,9 @@
 #include "../check.h"
 
 #define KIB ((size_t)1 << 10)
-#define LARGE_MAX ((size_t)1 << 20) /* the last class */
+#define LARGE_MAX ((size_t)1 << 17) /* the last class */
 
-/* Sizes to try: 16 KiB .. 1 MiB in steps of 1 KiB, and around every class
+/* Sizes to try: 16 KiB .. 128 KiB in steps of 1 KiB, and around every class
  * boundary (k/8 of each power of two from 16 KiB). */
 static size_t sizes[2048];
 static size_t nsizes;
