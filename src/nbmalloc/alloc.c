@@ -27,8 +27,9 @@ static void *huge(size_t n, size_t align)
     return p;
 }
 
-/* Everything the inline fast path does not handle: a size above the table,
- * an empty bin, a thread without a cache yet, medium and huge sizes. */
+/* Everything the inline fast path does not handle: a size above the table
+ * (large classes among them), an empty bin, a thread without a cache yet,
+ * medium and huge sizes. */
 void *nbm__malloc_generic(size_t n)
 {
     void *p;
@@ -36,6 +37,11 @@ void *nbm__malloc_generic(size_t n)
                     from another library's constructor before ours ran */
     if (n <= NBM_SMALL_MAX) {
         p = nbm__small_alloc_generic(nbm__class_of(n));
+    } else if (n <= NBM_LARGE_MAX) {
+        p = nbm__small_alloc_generic(nbm__class_of(n));
+        bool fresh;
+        if (NBM_UNLIKELY(!p)) /* no page of the class (up to 8 MiB): a block that just fits */
+            p = medium(n, 0, &fresh);
     } else if (n <= NBM_MEDIUM_MAX) {
         bool fresh;
         p = medium(n, 0, &fresh);
@@ -77,9 +83,13 @@ void *nbm__calloc(size_t count, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    if (NBM_LIKELY(n <= NBM_SMALL_MAX)) {
+    if (NBM_LIKELY(n <= NBM_LARGE_MAX)) { /* the size classes: objects are reused dirty */
         void *p = nbm__malloc_fast(n);
-        if (p)
+        /* from NBM_ZERO_LAZY on, a large class's object is alone in its
+         * page, page-aligned: its untouched pages stay out of memory */
+        if (p && n >= NBM_ZERO_LAZY && !((uintptr_t)p & (NBM_PAGE - 1)))
+            nbm__os_zero(p, n);
+        else if (p)
             memset(p, 0, n);
         return p;
     }

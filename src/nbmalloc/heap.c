@@ -34,6 +34,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "bin.h"
 #include "fast.h"
 
 #define NBM_TCACHE_MAX   ((uint32_t)1 << 16) /* threads alive at once */
@@ -97,64 +98,6 @@ nbm_tcache_t *nbm__tcache_get(void)
     return tc;
 }
 
-/* --- the bin's page lists (owner only) --------------------------------------- */
-
-static void avail_push(nbm_bin_t *bin, nbm_page_t *pg)
-{
-    pg->avail = 1;
-    pg->aprev = NULL;
-    pg->anext = bin->avail;
-    if (bin->avail)
-        bin->avail->aprev = pg;
-    bin->avail = pg;
-}
-
-static void avail_unlink(nbm_bin_t *bin, nbm_page_t *pg)
-{
-    if (!pg->avail)
-        return;
-    pg->avail = 0;
-    if (pg->aprev)
-        pg->aprev->anext = pg->anext;
-    else
-        bin->avail = pg->anext;
-    if (pg->anext)
-        pg->anext->aprev = pg->aprev;
-}
-
-static nbm_binx_t *binx_of(nbm_tcache_t *tc, nbm_bin_t *bin)
-{
-    return &tc->binx[bin - tc->bins];
-}
-
-static void page_link(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
-{
-    nbm_binx_t *x = binx_of(tc, bin);
-    pg->prev = NULL;
-    pg->next = x->pages;
-    if (x->pages)
-        x->pages->prev = pg;
-    x->pages = pg;
-    x->npages++;
-}
-
-static void clear_current(nbm_bin_t *bin)
-{
-    bin->page = NULL;
-    bin->cur = 0;
-}
-
-/* The bin's current page; free finds it by its first byte,
- * taken from any object of the page (obj) when there is one at hand:
- * nbm__page_base costs a call and a load per page switch. */
-static void set_current(nbm_bin_t *bin, nbm_page_t *pg, const void *obj)
-{
-    bin->page = pg;
-    if (obj)
-        bin->cur = (uintptr_t)obj & ~(uintptr_t)nbm__classes[pg->cls].chunk_mask;
-    else
-        bin->cur = nbm__page_base(pg);
-}
 
 /* An empty page leaves its class: to the heap's spares. */
 static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
@@ -174,16 +117,57 @@ static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
     }
     tc->drains++;
     unsigned order = nbm__page_order(pg->cls);
+    if (order < NBM_SPARE_ORDER0 + NBM_KEPT_ORDERS && tc->kept[order - NBM_SPARE_ORDER0] == pg)
+        tc->kept[order - NBM_SPARE_ORDER0] = NULL;
     nbm__page_unmake(pg);
     nbm__spare_put(tc, pg, order);
+    nbm__heap_decay(tc);
+}
+
+/* A large class's page of 64-512 KiB that just emptied stays in its class
+ * as the heap's kept page of its order (the one kept before is dropped), so
+ * a malloc/free loop of one size reuses it instead of making and dropping a
+ * page each time (4-6x the instructions of a medium block's reuse); a kept
+ * page unused for a decay interval is dropped (kept_decay). One per order up
+ * to 512 KiB, as the former medium blocks kept one per order a thread. */
+static void keep_empty(nbm_tcache_t *tc, nbm_page_t *pg)
+{
+    unsigned k = nbm__page_order(pg->cls) - NBM_SPARE_ORDER0;
+    nbm_page_t *old = tc->kept[k];
+    tc->kept[k] = pg;
+    tc->kept_used |= 1u << k;
+    if (old && old != pg)
+        page_drop(tc, &tc->bins[old->cls], old);
+}
+
+static void kept_decay(nbm_tcache_t *tc)
+{
+    for (unsigned k = 0; k < NBM_KEPT_ORDERS; k++) {
+        nbm_page_t *pg = tc->kept[k];
+        if (pg && !(tc->kept_used & (1u << k)))
+            page_drop(tc, &tc->bins[pg->cls], pg); /* clears kept[k] */
+    }
+    tc->kept_used = 0;
+}
+
+/* The spare decay, and at the end of each of its intervals the kept pages'. */
+void nbm__heap_decay(nbm_tcache_t *tc)
+{
+    if (nbm__spares_decay(tc))
+        kept_decay(tc);
 }
 
 void nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg, uint32_t carved)
 {
     nbm_bin_t *bin = &tc->bins[pg->cls];
-    if (pg->nfree == carved)
-        page_drop(tc, bin, pg);
-    else if (!pg->avail)
+    if (pg->nfree == carved) {
+        if (pg->cls < NBM_NSMALL || nbm__page_order(pg->cls) >= NBM_SPARE_ORDER0 + NBM_KEPT_ORDERS) {
+            page_drop(tc, bin, pg);
+            return;
+        }
+        keep_empty(tc, pg);
+    }
+    if (!pg->avail)
         avail_push(bin, pg);
 }
 
@@ -221,7 +205,7 @@ static void retire_current(nbm_bin_t *bin)
 
 /* Every page of the class: remote frees taken, empty pages released, the
  * others with free objects on avail. Returns the pages released. */
-static uint32_t sweep_bin(nbm_tcache_t *tc, nbm_bin_t *bin)
+uint32_t nbm__sweep_bin(nbm_tcache_t *tc, nbm_bin_t *bin)
 {
     uint32_t released = 0;
     for (nbm_page_t *pg = binx_of(tc, bin)->pages, *next; pg; pg = next) {
@@ -247,7 +231,7 @@ static bool collect_heap(nbm_tcache_t *tc, bool spares)
     for (unsigned c = 0; c < NBM_NCLASSES; c++) {
         nbm_bin_t *bin = &tc->bins[c];
         retire_current(bin);
-        released += sweep_bin(tc, bin);
+        released += nbm__sweep_bin(tc, bin);
     }
     return (spares && nbm__spares_release(tc)) || released != 0;
 }
@@ -295,7 +279,7 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
         }
         nbm_binx_t *x = binx_of(tc, bin);
         if (!bin->avail && x->fresh * 4 >= x->npages)
-            sweep_bin(tc, bin);
+            nbm__sweep_bin(tc, bin);
         if (bin->avail) {
             make_current(bin, bin->avail);
             if (bin->head)
@@ -313,7 +297,7 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
             continue;
         }
         tc->refills++;
-        nbm__spares_decay(tc);
+        nbm__heap_decay(tc);
         abandoned_decay(tc);
         x->fresh++;
         page_link(tc, bin, pg);
@@ -329,11 +313,18 @@ void *nbm__small_alloc_generic(unsigned cls)
         bool fresh;
         return nbm__medium_alloc(nbm__classes[cls].size, 0, &fresh, NULL);
     }
+    /* A large malloc counts 16 on the heartbeat; its heartbeat also sweeps
+     * the medium cache, as a medium call does (small ones do not: a phase of
+     * small objects then purged a working set of large ones, +50 % faults). */
+    if (cls >= NBM_NSMALL)
+        tc->tick = tc->tick > 16 ? tc->tick - 16 : 0;
     if (NBM_UNLIKELY(tc->tick == 0)) { /* the fast path's countdown ran out */
         tc->tick = NBM_HEARTBEAT;
         nbm__remote_flush(tc);
-        nbm__spares_decay(tc);
+        nbm__heap_decay(tc);
         abandoned_decay(tc);
+        if (cls >= NBM_NSMALL)
+            nbm__medium_tick(nbm__os_now_ns());
     }
     nbm_bin_t *bin = &tc->bins[cls];
     void **p = bin->rhead;
@@ -342,6 +333,8 @@ void *nbm__small_alloc_generic(unsigned cls)
         p[1] = NULL;
         return p;
     }
+    if (cls >= NBM_NSMALL)
+        return nbm__large_alloc(tc, cls);
     if (!bin->head && !refill(tc, cls))
         return NULL;
     p = bin->head;

@@ -30,7 +30,7 @@
  * carries a tag in word 1 (its address xor a per-process secret) that
  * exposes a double free; carving writes the same tag, so every object on any
  * free list carries it. Layers, each calling only downwards: API (alloc.c,
- * free.c, override*.c) -> heap (heap.c, remote.c) -> page (page.c) -> arena and medium
+ * free.c, override*.c) -> heap (heap.c, bin.h, remote.c, spare.c) -> page (page.c) -> arena and medium
  * blocks (arena.c, medium.c, huge.c, desc.c) -> back-end and OS (nbbs, os.c).
  */
 #ifndef NBM_INTERNAL_H
@@ -65,8 +65,13 @@
 #define NBM_MAP_TOMB    ((uintptr_t)3) /* a freed huge mapping: its user pointer | 3 */
 
 /* --- size classes ---------------------------------------------------------- */
-/* 16..128 step 16, then four classes per power of two up to 16 KiB. */
-#define NBM_NCLASSES   36
+/* Small: 16..128 step 16, then four classes per power of two up to 16 KiB
+ * (NBM_NSMALL classes). Large: eight per power of two above 16 KiB up to
+ * NBM_LARGE_MAX = 128 KiB (at most 12.5 % above the request), in pages of
+ * up to 256 KiB (class.c). Above NBM_LARGE_MAX: medium blocks (medium.c). */
+#define NBM_NSMALL     36
+#define NBM_LARGE_MAX  ((size_t)1 << 17)
+#define NBM_NCLASSES   (NBM_NSMALL + 8 * 3) /* 16 KiB .. 128 KiB: three doublings */
 #define NBM_FAST_MAX   1024 /* sizes looked up in a table on the fast path */
 
 typedef struct nbm_class {   /* 32 bytes: indexed with a shift */
@@ -89,9 +94,18 @@ static inline unsigned nbm__class_of_large(size_t n)
     unsigned b = 63u - (unsigned)__builtin_clzll(n - 1); /* 2^b < n <= 2^(b+1) */
     return 8u + (b - 7u) * 4u + (unsigned)(((n - 1) >> (b - 2)) & 3u);
 }
+/* Class of a size in (NBM_SMALL_MAX, NBM_LARGE_MAX]: 2^b < n <= 2^(b+1),
+ * eighths of 2^b. */
+static inline unsigned nbm__class_of_big(size_t n)
+{
+    unsigned b = 63u - (unsigned)__builtin_clzll(n - 1);
+    return NBM_NSMALL + (b - 14u) * 8u + (unsigned)(((n - 1) >> (b - 3)) & 7u);
+}
+/* Class of a size in [0, NBM_LARGE_MAX]. */
 static inline unsigned nbm__class_of(size_t n)
 {
-    return n <= NBM_FAST_MAX ? nbm__class_of_small[(n + 15) >> 4] : nbm__class_of_large(n);
+    return n <= NBM_FAST_MAX ? nbm__class_of_small[(n + 15) >> 4]
+         : n <= NBM_SMALL_MAX ? nbm__class_of_large(n) : nbm__class_of_big(n);
 }
 
 /* --- descriptors and tagged stacks ---------------------------------------- */
@@ -210,6 +224,8 @@ typedef struct nbm_binx {
 #define NBM_MCACHE_ORDERS 8 /* medium blocks of 4..512 KiB: one per order per thread */
 #define NBM_SPARE_ORDER0 4  /* page orders: 64 KiB and 128 KiB pages */
 #define NBM_SPARE_ORDERS 2
+#define NBM_SHARED_ORDER 6  /* pages of 256 KiB (large classes): no spares, the medium cache (spare.c) */
+#define NBM_KEPT_ORDERS  4  /* a heap's kept pages (heap.c): 64 KiB .. 512 KiB */
 
 /* The heap record of a thread (historically "tcache"). Records are reused:
  * at thread exit the record, with the pages it owns, goes to a stack of
@@ -227,6 +243,8 @@ typedef struct nbm_tcache {
     uint32_t nspare[NBM_SPARE_ORDERS];
     uint32_t spare_low[NBM_SPARE_ORDERS]; /* fewest spares since spare_since: not needed, released next */
     uint64_t spare_since;                 /* start of the current decay interval (ns) */
+    nbm_page_t *kept[NBM_KEPT_ORDERS];    /* an emptied large-class page left in its class, per page order */
+    uint32_t kept_used;                   /* orders whose kept page served since the last decay */
     uint64_t exited;                      /* abandoned, not yet collected: exit time (ns) | 1; else 0 */
     uint64_t adecay_since;                /* last look at the abandoned heaps (ns) */
     uint32_t trim_seen;                   /* last recovery epoch seen */
@@ -371,6 +389,13 @@ NBM_HIDDEN nbm_arena_t *nbm__arena_at(uint32_t i);
 NBM_HIDDEN uint32_t nbm__arena_count(void);
 NBM_HIDDEN void nbm__decay_sweep(bool all);
 NBM_HIDDEN void nbm__medium_release(void *p, unsigned order); /* to the decay cache */
+NBM_HIDDEN void nbm__medium_tick(uint64_t now); /* the cache's sweep, if one is due */
+/* Page blocks of NBM_SHARED_ORDER and up (spare.c) under the medium cache's
+ * policy: a cached one taken for a page, one new from the back-end, an
+ * empty page's given to the cache. */
+NBM_HIDDEN void *nbm__medium_page_take(unsigned order);
+NBM_HIDDEN void  nbm__medium_page_new(unsigned order);
+NBM_HIDDEN void  nbm__medium_page_give(void *p, unsigned order);
 /* After an allocation failed: the medium cache to the back-end, empty arenas
  * to the OS. True if anything was returned. */
 NBM_HIDDEN bool nbm__arena_reclaim(void);
@@ -404,7 +429,10 @@ NBM_HIDDEN uintptr_t nbm__page_base(const nbm_page_t *pg); /* the page's first b
 NBM_HIDDEN void *nbm__page_take_remote(nbm_page_t *pg, uint32_t *n, void ***last);
 /* Pushes a chain of the page's objects, first..last linked by word 0, with one CAS. */
 NBM_HIDDEN void  nbm__page_free_remote(nbm_page_t *pg, void **first, void **last);
-NBM_HIDDEN void *nbm__page_unmake(nbm_page_t *pg); /* an empty page: its block */
+NBM_HIDDEN void *nbm__page_unmake(nbm_page_t *pg); /* an empty page: its block (unit words kept) */
+/* The unit words of an empty page's block cleared: a pointer into it is
+ * then invalid (before the block leaves the heap). */
+NBM_HIDDEN void  nbm__page_forget(void *block, unsigned order);
 /* The one place an empty page's block goes back (see page.c). */
 NBM_HIDDEN void  nbm__page_release(void *block, unsigned order);
 
@@ -437,13 +465,24 @@ NBM_HIDDEN bool  nbm__heaps_collect(bool medium);
 NBM_HIDDEN bool  nbm__recover(void);                  /* after ENOMEM: true if anything was freed */
 
 /* --- spare pages (spare.c): a heap's empty pages, kept for its next pages ------- */
-NBM_HIDDEN void  nbm__spare_put(nbm_tcache_t *tc, nbm_page_t *pg, unsigned order); /* pg unmade */
-NBM_HIDDEN void *nbm__spare_take(nbm_tcache_t *tc, unsigned order); /* its block, or NULL */
+/* An empty page (unmade, unit words kept) to the spares; a page of
+ * NBM_SHARED_ORDER and up to the medium cache instead. */
+NBM_HIDDEN void  nbm__spare_put(nbm_tcache_t *tc, nbm_page_t *pg, unsigned order);
+/* A block for a new page: the heap's spare, else a cached free block (the
+ * medium cache's); NULL if none: the caller takes one from the back-end and
+ * calls nbm__spare_fresh. */
+NBM_HIDDEN void *nbm__spare_take(nbm_tcache_t *tc, unsigned order);
+NBM_HIDDEN void  nbm__spare_fresh(unsigned order);
 NBM_HIDDEN bool  nbm__spares_release(nbm_tcache_t *tc); /* all to the OS and back-end; true if any */
 NBM_HIDDEN void  nbm__spares_give(nbm_tcache_t *tc);    /* all to the medium cache (thread exit) */
-/* Every half NBM_PURGE_DELAY_MS: spares not needed in the interval go back. */
-NBM_HIDDEN void  nbm__spares_decay(nbm_tcache_t *tc);
+/* Every half NBM_PURGE_DELAY_MS: spares not needed in the interval go back;
+ * true when an interval ended (the heap's kept pages decay then too). */
+NBM_HIDDEN bool  nbm__spares_decay(nbm_tcache_t *tc);
 NBM_HIDDEN void  nbm__spares_trim(void); /* every heap gives its spares back at its next decay */
+/* The heap layer's shared steps (heap.c) for large classes (large.c). */
+NBM_HIDDEN void *nbm__large_alloc(nbm_tcache_t *tc, unsigned cls);
+NBM_HIDDEN void  nbm__heap_decay(nbm_tcache_t *tc); /* spares, then kept pages at an interval's end */
+NBM_HIDDEN uint32_t nbm__sweep_bin(nbm_tcache_t *tc, nbm_bin_t *bin); /* remote frees taken, empty pages out */
 
 /* --- the generic entry points (alloc.c, free.c) --------------------------------- */
 NBM_HIDDEN void  *nbm__malloc_generic(size_t n);

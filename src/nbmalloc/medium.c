@@ -43,6 +43,9 @@ static unsigned order_for(size_t n)
 
 #define NBM_REUSE_UP_MIN 2 /* requests of 16 KiB and up may reuse a larger cached block */
 
+#define NBM_PAGE_UNITS ((char *)1) /* a cached block's desc->bump: its unit words are still a page's */
+static void cache_put(void *p, unsigned order, bool page);
+
 static _Thread_local uint32_t slot_hits NBM_TLS; /* this thread's hits on its own medium slots */
 
 /* Once per epoch, one caller sweeps the caches by the policy. */
@@ -50,6 +53,11 @@ static void maybe_sweep(uint64_t now)
 {
     if (NBM_UNLIKELY(nbm__decay_due(&last_sweep, now)))
         nbm__decay_sweep(false);
+}
+
+void nbm__medium_tick(uint64_t now)
+{
+    maybe_sweep(now);
 }
 
 /* Fast case (no atomic RMW): the thread's own last freed block of this
@@ -78,6 +86,8 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
                 order += up;
         if (d) {
             p = nbm__desc(d)->list;
+            if (nbm__desc(d)->bump == NBM_PAGE_UNITS)
+                nbm__page_forget(p, order); /* a page's block becomes a medium block */
             nbm_stat_sub(&nbm__gstats.medium_cached, NBM_PAGE << order);
             nbm__decay_unhold(&policy[order], NBM_PAGE << order);
             nbm__desc_put(tc, d);
@@ -118,6 +128,35 @@ void *nbm__block_cached(unsigned order)
     return p;
 }
 
+/* Blocks of pages of NBM_SHARED_ORDER and up (large classes) share the
+ * medium cache and its policy: counted in use while they are pages, given
+ * back by nbm__medium_release. A cached block for a new page (its page byte
+ * cleared), or NULL. */
+void *nbm__medium_page_take(unsigned order)
+{
+    void *p = nbm__block_cached(order);
+    if (p) {
+        nbm__decay_unhold(&policy[order], NBM_PAGE << order);
+        nbm__decay_take(&policy[order], NBM_PAGE << order, nbm__os_now_ns());
+    }
+    return p;
+}
+
+/* An empty page's block (unit words kept) to the cache, marked as a freed
+ * block's. */
+void nbm__medium_page_give(void *p, unsigned order)
+{
+    /* Relaxed: the block is ours alone until the cache's CAS publishes it. */
+    nbm_store_u8_relaxed(page_byte((nbm_arena_t *)nbm__owner((uintptr_t)p), p), (uint8_t)((order + 1) | NBM_PAGE_FREED));
+    cache_put(p, order, true);
+}
+
+/* A page block of the order came from the back-end: counted in use. */
+void nbm__medium_page_new(unsigned order)
+{
+    nbm__decay_take(&policy[order], NBM_PAGE << order, nbm__os_now_ns());
+}
+
 /* The order of the live medium block at p. A pointer that is not a page
  * start, or whose page byte is 0 (interior, never handed out, past the
  * arena's end, back in the back-end) is `who`; a block freed and still cached
@@ -146,6 +185,7 @@ size_t nbm__medium_size(nbm_arena_t *ar, const void *p, const char *who, const c
 
 static void release(nbm_arena_t *ar, void *p, unsigned order)
 {
+    nbm__page_forget(p, order); /* a cached page's (a no-op store of 0 for others) */
     /* Relaxed: the block is ours alone; the back-end's CAS publishes it. */
     nbm_store_u8_relaxed(page_byte(ar, p), 0);
     nbm__os_purge(p, NBM_PAGE << order);
@@ -172,8 +212,11 @@ void nbm__medium_free(nbm_arena_t *ar, void *p, const char *who)
 
 /* A free medium block leaves use: to the decay cache if the policy keeps
  * blocks at all (and the optional fixed cap has room), else back to the
- * back-end purged. Once per epoch one caller sweeps. */
-void nbm__medium_release(void *p, unsigned order)
+ * back-end purged. Once per epoch one caller sweeps. With page, the block is
+ * an empty page's whose unit words are kept while it is cached (a second
+ * free of one of its objects is still a double free); they are cleared when
+ * it leaves the cache as a medium block or for the back-end. */
+static void cache_put(void *p, unsigned order, bool page)
 {
     size_t size = NBM_PAGE << order;
     uint64_t now = nbm__os_now_ns();
@@ -188,7 +231,7 @@ void nbm__medium_release(void *p, unsigned order)
         nbm_desc_t *ds = nbm__desc(d);
         ds->list = p;
         ds->count = order;
-        ds->bump = NULL;
+        ds->bump = page ? NBM_PAGE_UNITS : NULL;
         nbm_stat_add(&nbm__gstats.medium_cached, size);
         /* Counted before it can be popped: a pop's unhold never runs first
          * (held would wrap, and a sweep reading it would return everything). */
@@ -196,6 +239,11 @@ void nbm__medium_release(void *p, unsigned order)
         nbm__stack_push(&decay[order], &nbm__desc_pool, d, d);
     }
     maybe_sweep(now);
+}
+
+void nbm__medium_release(void *p, unsigned order)
+{
+    cache_put(p, order, false);
 }
 
 /* How many cached blocks of `size` the policy returns now, given its excess:

@@ -45,8 +45,10 @@ nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t *hint, void *bl
      * themselves (handed over by the user, see nbm__owner). */
     nbm_store_uptr_relaxed(&pg->remote, 0);
     nbm_store_uptr_relaxed(&pg->heap, heap);
+    /* Relaxed: see above (a stale word of an earlier page here belongs to
+     * a pointer nobody may free: the earlier page was empty). */
     for (size_t u = 0; u < c->chunk >> NBM_UNIT_SHIFT; u++)
-        nbm_store_u32(&ar->unit[u0 + u], cls + 1); /* nothing carved yet */
+        nbm_store_u32_relaxed(&ar->unit[u0 + u], cls + 1); /* nothing carved yet */
     nbm_stat_add(&nbm__gstats.chunks, 1);
     nbm_stat_add(&nbm__gstats.chunk_bytes, c->chunk);
     return pg;
@@ -77,6 +79,9 @@ uint32_t nbm__page_carve(nbm_page_t *pg, void **head, uint32_t max)
     uint32_t n = cap - carved < max ? cap - carved : max;
     if (n == 0)
         return 0;
+    /* Every unit (up to 16, in a 1 MiB page of one object): free reads the
+     * count in the object's own unit word. (Counting in the first unit only
+     * cost free's fast path 4 instructions for the second look.) */
     for (size_t u = 0; u < c->chunk >> NBM_UNIT_SHIFT; u++)
         nbm_add_u32(&ar->unit[u0 + u], n << NBM_UNIT_CARVED_SHIFT);
     char *first = (char *)(ar->base + (u0 << NBM_UNIT_SHIFT)) + (size_t)carved * c->size;
@@ -120,19 +125,29 @@ void *nbm__page_take_remote(nbm_page_t *pg, uint32_t *n, void ***last)
     return l;
 }
 
-/* An empty page stops being a page: its units say so (a stale pointer into
- * it is then "invalid"). Returns the block. */
+/* An empty page leaves its class: no owner. Its unit words stay until the
+ * block is reused (nbm__page_new) or leaves the heap (nbm__page_forget), so a
+ * second free of one of its objects is still reported as a double free (its
+ * tag is there). Returns the block. */
 void *nbm__page_unmake(nbm_page_t *pg)
 {
     const nbm_class_t *c = &nbm__classes[pg->cls];
     nbm_arena_t *ar = nbm__arena_at(pg->arena);
     size_t u0 = (size_t)(pg - ar->pages);
-    for (size_t u = 0; u < c->chunk >> NBM_UNIT_SHIFT; u++)
-        nbm_store_u32(&ar->unit[u0 + u], 0);
     nbm_store_uptr_relaxed(&pg->heap, 0);
     nbm_stat_sub(&nbm__gstats.chunks, 1);
     nbm_stat_sub(&nbm__gstats.chunk_bytes, c->chunk);
     return (void *)(ar->base + (u0 << NBM_UNIT_SHIFT));
+}
+
+void nbm__page_forget(void *block, unsigned order)
+{
+    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)block);
+    size_t u0 = first_unit(ar, (uintptr_t)block), units = (NBM_PAGE << order) >> NBM_UNIT_SHIFT;
+    /* seq_cst: the block goes on to the back-end or a shared cache, whose
+     * next owner may be another thread (whose CAS then orders these). */
+    for (size_t u = 0; u < units; u++)
+        nbm_store_u32(&ar->unit[u0 + u], 0);
 }
 
 /* The one place where the block of an empty page goes back for good: its
@@ -141,6 +156,7 @@ void *nbm__page_unmake(nbm_page_t *pg)
  * the medium cache's) changes this function only. */
 void nbm__page_release(void *block, unsigned order)
 {
+    nbm__page_forget(block, order);
     nbm__os_purge(block, NBM_PAGE << order);
     nbm_stat_add(&nbm__gstats.purged, NBM_PAGE << order);
     nbm__block_free((nbm_arena_t *)nbm__owner((uintptr_t)block), block);
