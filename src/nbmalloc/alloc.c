@@ -6,6 +6,8 @@
 
 #include "fast.h"
 
+#define NBM_ZERO_LAZY ((size_t)256 << 10) /* calloc: one mincore is small next to this memset */
+
 /* A medium block or a huge mapping; when none can be had, what the heaps and
  * caches hold for one use is returned (nbm__recover) and the request tried
  * once more. */
@@ -92,8 +94,12 @@ void *nbm__calloc(size_t count, size_t size)
         errno = ENOMEM;
         return NULL;
     }
-    if (!fresh)
+    /* A reused block: below NBM_ZERO_LAZY a memset; above, what its last
+     * user never touched is not made resident by the zeroing. */
+    if (!fresh && n < NBM_ZERO_LAZY)
         memset(p, 0, n);
+    else if (!fresh)
+        nbm__os_zero(p, n);
     return p;
 }
 

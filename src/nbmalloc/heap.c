@@ -316,6 +316,20 @@ static void make_current(nbm_bin_t *bin, nbm_page_t *pg)
     pg->nfree = 0;
 }
 
+/* Objects to carve next from the current page: a batch, except on the
+ * heap's only page of the class, whose carves start at one OS page's worth
+ * and then double (a class the program uses for a few objects touches 4 KiB
+ * of memory, not up to 16); its later pages take whole batches. */
+static uint32_t carve_max(nbm_tcache_t *tc, nbm_bin_t *bin, const nbm_class_t *c)
+{
+    if (binx_of(tc, bin)->npages > 1)
+        return c->batch;
+    uint32_t carved = nbm__page_carved(bin->page), n = (uint32_t)NBM_PAGE / c->size;
+    if (n < carved)
+        n = carved;
+    return n == 0 ? 1 : n < c->batch ? n : c->batch;
+}
+
 static bool refill(nbm_tcache_t *tc, unsigned cls)
 {
     nbm_bin_t *bin = &tc->bins[cls];
@@ -329,7 +343,7 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
                 bin->head = l; /* the list was empty */
                 return true;
             }
-            if (nbm__page_carve(pg, &bin->head, c->batch) != 0)
+            if (nbm__page_carve(pg, &bin->head, carve_max(tc, bin, c)) != 0)
                 return true;
         }
         nbm_binx_t *x = binx_of(tc, bin);

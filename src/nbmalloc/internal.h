@@ -344,6 +344,9 @@ NBM_HIDDEN void    *nbm__os_map(size_t size);                           /* RW, N
 NBM_HIDDEN bool     nbm__os_map_at(void *p, size_t size);               /* RW at p exactly */
 NBM_HIDDEN void     nbm__os_unmap(void *p, size_t size);
 NBM_HIDDEN void     nbm__os_purge(void *p, size_t size);                 /* MADV_DONTNEED */
+/* Zeroes [p, p + n) (p page-aligned), leaving pages that are not resident
+ * out of memory (purged instead of written). */
+NBM_HIDDEN void     nbm__os_zero(void *p, size_t n);
 NBM_HIDDEN bool     nbm__os_remap(void *p, size_t old, size_t size, void *to); /* mremap; to NULL: in place */
 NBM_HIDDEN uint64_t nbm__os_now_ns(void);                               /* coarse monotonic */
 NBM_HIDDEN size_t   nbm__os_peak_rss(void);

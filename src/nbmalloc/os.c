@@ -168,6 +168,43 @@ void nbm__os_purge(void *p, size_t size)
     errno = saved;
 }
 
+/* Zeroes [p, p + n), p page-aligned, without making resident what is not:
+ * pages in memory are cleared with memset; runs of at least
+ * NBM_ZERO_RUN_PAGES pages that are not (never touched, purged, or swapped
+ * out) are dropped with MADV_DONTNEED instead, so they read as zeros and
+ * cost nothing until the user writes them. A calloc served from a reused
+ * block of which the last user touched little so stays small, as with fresh
+ * memory. mincore reports 4 KiB pages (x86-64); if it fails, plain memset. */
+#define NBM_ZERO_RUN_PAGES 16
+void nbm__os_zero(void *p, size_t n)
+{
+    unsigned char vec[512]; /* 2 MiB of pages per mincore call */
+    char *c = p;
+    size_t pages = n >> NBM_PAGE_SHIFT;
+    for (size_t done = 0; done < pages;) {
+        size_t k = pages - done < sizeof vec ? pages - done : sizeof vec;
+        char *a = c + (done << NBM_PAGE_SHIFT);
+        int saved = errno;
+        int rc = mincore(a, k << NBM_PAGE_SHIFT, vec);
+        errno = saved;
+        if (rc != 0) {
+            memset(a, 0, n - (done << NBM_PAGE_SHIFT));
+            return;
+        }
+        for (size_t i = 0, j; i < k; i = j) {
+            unsigned in = vec[i] & 1u;
+            for (j = i + 1; j < k && (vec[j] & 1u) == in; j++)
+                ;
+            if (in || j - i < NBM_ZERO_RUN_PAGES)
+                memset(a + (i << NBM_PAGE_SHIFT), 0, (j - i) << NBM_PAGE_SHIFT);
+            else
+                nbm__os_purge(a + (i << NBM_PAGE_SHIFT), (j - i) << NBM_PAGE_SHIFT);
+        }
+        done += k;
+    }
+    memset(c + (pages << NBM_PAGE_SHIFT), 0, n & (NBM_PAGE - 1));
+}
+
 uint64_t nbm__os_now_ns(void)
 {
     struct timespec ts;
