@@ -283,8 +283,8 @@ void *nbbs_cache_alloc(nbbs_cache_t *c, unsigned order);
 
 /* Releases the live block that starts at p into the cache if its order is
  * cached, else to the tree (nbbs_free). When the cache already holds
- * capacity blocks of that order, the batch it has held longest goes back to
- * the tree first. Returns 0, or NBBS_EINVAL and changes nothing if c is NULL
+ * capacity blocks of that order, all but the batch freed last (all if
+ * capacity == batch) go back to the tree first. Returns 0, or NBBS_EINVAL and changes nothing if c is NULL
  * or p is not the start of a live block of c's instance (outside the arena,
  * not a block start, never allocated, freed, or already in a cache: a double
  * free). Of two concurrent frees of one block (through caches or nbbs_free)

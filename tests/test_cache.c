@@ -263,6 +263,75 @@ static void test_capacity(nbbs_layout_t lay)
     CHECK_EQ(nbbs_validate(in.b), 0);
     nbbs_cache_drain(c);
     CHECK_EQ(stats(in.b).used_bytes, 0);
+
+    /* capacity == batch: a full stack gives all of it back, then takes the
+     * new block. (A second cache: the first stays attached, its memory too.) */
+    nbbs_cache_config_t one = { 1, 4, 4 };
+    size_t sz2 = nbbs_cache_size(&one);
+    char *mem2 = aalloc(NBBS_CACHE_ALIGN, sz2);
+    c = nbbs_cache_init(mem2, sz2, in.b, &one);
+    CHECK(c != NULL);
+    for (int i = 0; i < 5; i++)
+        blk[i] = nbbs_alloc_order(in.b, 0);
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ(nbbs_cache_free(c, blk[i]), 0);
+    CHECK_EQ(nbbs_cache_free(c, blk[4]), 0);
+    s = stats(in.b);
+    CHECK_EQ(s.cached_blocks, 1);
+    CHECK_EQ(s.live_blocks, 1);
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ(nbbs_block_size(in.b, blk[i]), 0);
+    CHECK_EQ(nbbs_cache_free(c, blk[4]), NBBS_EINVAL); /* cached already */
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    nbbs_cache_drain(c);
+    CHECK_EQ(stats(in.b).used_bytes, 0);
+    free(in.meta), free(mem), free(mem2);
+}
+
+/* Refills take the carved block after the cache's last one in place, while
+ * its group lasts, passing over a block in use there. */
+static void test_take_next(nbbs_layout_t lay)
+{
+    const size_t mb = 64;
+    inst_t in = make(lay, FAKE_BASE, 1024 * mb, mb, 10); /* 2 groups of 512 leaves */
+    nbbs_cache_config_t cfg = { 1, 16, 64 };
+    size_t sz = nbbs_cache_size(&cfg);
+    char *mem = aalloc(NBBS_CACHE_ALIGN, sz);
+    nbbs_cache_t *c = nbbs_cache_init(mem, sz, in.b, &cfg);
+    CHECK(c != NULL);
+    char *f[32];
+    for (int i = 0; i < 16; i++) /* one refill: 2 order-3 blocks */
+        f[i] = nbbs_cache_alloc(c, 0);
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int i = 0; i < 16; i++) {
+        uint64_t l = (uint64_t)(f[i] - FAKE_BASE) / mb;
+        lo = l < lo ? l : lo, hi = l > hi ? l : hi;
+    }
+    CHECK_EQ(lo % 8, 0);
+    CHECK_EQ(hi - lo, 15); /* two adjacent carved blocks */
+    /* A block in use right after them: the next refill passes over it. */
+    char *x = nbbs_alloc_order(in.b, 3);
+    CHECK(x != NULL);
+    uint64_t xl = (uint64_t)(x - FAKE_BASE) / mb;
+    for (int i = 16; i < 32; i++)
+        f[i] = nbbs_cache_alloc(c, 0);
+    uint64_t lo2 = UINT64_MAX, hi2 = 0;
+    for (int i = 16; i < 32; i++) {
+        uint64_t l = (uint64_t)(f[i] - FAKE_BASE) / mb;
+        CHECK(l < xl || l >= xl + 8);
+        lo2 = l < lo2 ? l : lo2, hi2 = l > hi2 ? l : hi2;
+    }
+    /* Right after the first refill's blocks, or after x if the placement
+     * put x there. */
+    CHECK_EQ(lo2, xl == hi + 1 ? xl + 8 : hi + 1);
+    CHECK_EQ(hi2 - lo2, 15);
+    CHECK_EQ(lo2 >> 9, lo >> 9); /* the same group */
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    for (int i = 0; i < 32; i++)
+        CHECK_EQ(nbbs_cache_free(c, f[i]), 0);
+    CHECK_EQ(nbbs_free(in.b, x), 0);
+    nbbs_cache_drain(c);
+    CHECK_EQ(stats(in.b).used_bytes, 0);
     free(in.meta), free(mem);
 }
 
@@ -747,6 +816,7 @@ int main(int argc, char **argv)
         test_capacity(layouts[l]);
         test_pressure(layouts[l]);
         test_carve(layouts[l]);
+        test_take_next(layouts[l]);
     }
     printf("api: %d passed, %d failed\n", check_passed, check_failed);
     for (int l = 0; l < 2; l++)

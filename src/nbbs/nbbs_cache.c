@@ -24,45 +24,8 @@
  * free; until then its free frames are found under pressure by a scan of
  * the index words. The carved blocks' own code: nbbs_carve.c.
  */
-#include "nbbs_carve.h"
-#include "nbbs_internal.h"
 
-#define CACHE_MAGIC UINT64_C(0x6e6262732d636331) /* "nbbs-cc1" */
-#define CACHE_MAX_CAPACITY (1u << 20)
-#define CACHE_PARTS 8 /* carved blocks with free frames a cache remembers per order */
-#define CACHE_BACKOFF 8 /* refills that skip carving after the tree had no block for it */
-#define ALIGN_UP(x, a) (((x) + ((size_t)(a) - 1)) & ~((size_t)(a) - 1))
-
-struct nbbs_cache {
-    uint64_t               magic;
-    nbbs_t                *b;
-    NBBS_ATOMIC(uint64_t)  next;     /* the next cache attached to b; set before the cache is published */
-    unsigned               orders, batch, capacity;
-    /* Per order: carved blocks per refill (0: the order is refilled frame by
-     * frame, as orders >= NBBS_CARVE_ORDER always are). */
-    unsigned               groups[NBBS_CACHE_MAX_ORDERS];
-    /* Per order: carved blocks that a drain left with free frames of that
-     * order but could not return whole (some frame live). A refill names
-     * their free frames again before it carves a new block, so frames freed
-     * into a carved block are reused first and the block fills up (or
-     * empties) instead of lingering half used. Owner only, plain. */
-    uint64_t               part[NBBS_CARVE_ORDER][CACHE_PARTS];
-    unsigned               nparts[NBBS_CARVE_ORDER];
-    /* Per order: refills left that do not try to carve (the tree had no
-     * block of the carve order lately: a failed tree scan is costly). */
-    unsigned               backoff[NBBS_CACHE_MAX_ORDERS];
-    /* Per order below the carve order: a drain of this cache left free
-     * frames in carved blocks it could not return whole since a harvest
-     * last came back empty. A refill then harvests before it carves, so the
-     * frames freed into carved blocks are used before new blocks are cut
-     * from the tree (which would break free huge blocks). Owner only. */
-    bool                   stranded[NBBS_CARVE_ORDER];
-    uint64_t               swept[NBBS_CARVE_ORDER]; /* carved blocks the empty harvests since looked at */
-    /* Per order: how many entries of its stack are in use. Written by the
-     * owner only; read by other threads as a bound of their sweep. */
-    NBBS_ATOMIC(uint64_t)  count[NBBS_CACHE_MAX_ORDERS];
-    NBBS_ATOMIC(uint64_t) *slot;     /* orders stacks of capacity leaf numbers */
-};
+#include "nbbs_cache_int.h"
 
 typedef struct {
     unsigned orders, batch, capacity;
@@ -91,84 +54,6 @@ size_t nbbs_cache_size(const nbbs_cache_config_t *cfg)
     return cache_geometry(cfg, &g) ? g.size : 0;
 }
 
-static inline nbbs_cache_t *cache_of(uint64_t v) { return (nbbs_cache_t *)(uintptr_t)v; }
-
-static inline NBBS_ATOMIC(uint64_t) *stack_of(nbbs_cache_t *c, unsigned order)
-{
-    return c->slot + (size_t)order * c->capacity;
-}
-
-/* Take the cached block of this order at leaf for its next user: its index
- * byte loses NBBS_IDX_CACHED. False if the block is not cached with this
- * order any more (someone else took it). A whole block and a carved frame
- * alike: the byte says which. */
-static inline bool claim(const nbbs_t *b, uint64_t leaf, unsigned order)
-{
-    /* Look first: a stale entry costs a load, not a failed locked CAS, and a
-     * CAS that fails then failed because another thread took the block
-     * between the two (the explorer checks exactly that of every CAS). */
-    uint8_t v = nb_load_u8(&b->index[leaf]);
-    if ((v & (NBBS_IDX_CACHED | NBBS_IDX_ORDER)) != (NBBS_IDX_CACHED | (order + 1u)))
-        return false;
-    return nb_cas_u8(&b->index[leaf], &v, (uint8_t)(v & ~NBBS_IDX_CACHED));
-}
-
-/* Give the cached blocks named by entries [from, to) of a stack of this
- * order back: a whole block is claimed straight from "cached" to 0 (so it
- * never looks live on its way back: a double free of it is refused
- * throughout; the explorer's cache-dfree-tree found the window an
- * intermediate live value opened) and then freed as nbbs_free frees (hint
- * cell, the tree's release, the placement's records). A carved frame just
- * leaves the stack, staying free in its carved block, and the carved blocks
- * the entries name go back whole if all their frames are free (a second
- * pass). Returns the number of blocks that went back to the tree, counting
- * each frame of a carved block that went back (those named elsewhere or
- * nowhere included). Entries may be stale or change under a reader that is
- * not the owner: only the index bytes decide. */
-static size_t give_back(nbbs_t *b, nbbs_cache_t *owner, NBBS_ATOMIC(uint64_t) *s, uint64_t from, uint64_t to,
-                        unsigned order)
-{
-    size_t done = 0;
-    bool carved = false;
-    uint8_t want = (uint8_t)(NBBS_IDX_CACHED | (order + 1u));
-    for (uint64_t i = from; i < to; i++) {
-        uint64_t leaf = nb_own_load(&s[i]);
-        if (leaf >= b->nleaves)
-            continue;
-        uint8_t v = nb_load_u8(&b->index[leaf]);
-        if ((v & (NBBS_IDX_CACHED | NBBS_IDX_ORDER)) != want)
-            continue; /* taken by someone else */
-        if (v & NBBS_IDX_CARVED) {
-            carved = true;
-        } else if (nb_cas_u8(&b->index[leaf], &v, 0)) {
-            nbbs__free_leaf(b, leaf, order);
-            done++;
-        }
-    }
-    if (!carved)
-        return done;
-    uint64_t last = UINT64_MAX;
-    for (uint64_t i = from; i < to; i++) {
-        uint64_t g0 = nb_own_load(&s[i]) & ~(uint64_t)(CARVE_LEAVES - 1);
-        if (g0 != last && g0 < b->nleaves) {
-            last = g0;
-            unsigned m = nbbs__carve_merge(b, g0);
-            done += m;
-            if (!m && owner) { /* remember it for the next refill, newest first */
-                owner->stranded[order] = true;
-                owner->swept[order] = 0;
-                unsigned *np = &owner->nparts[order];
-                if (*np == CACHE_PARTS) {
-                    for (unsigned i2 = 1; i2 < CACHE_PARTS; i2++)
-                        owner->part[order][i2 - 1] = owner->part[order][i2];
-                    --*np;
-                }
-                owner->part[order][(*np)++] = g0;
-            }
-        }
-    }
-    return done;
-}
 
 nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cache_config_t *cfg)
 {
@@ -194,12 +79,19 @@ nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cach
     /* The owner's plain fields are zeroed through volatile pointers: a loop
      * of plain zero stores may become a call to memset, which the
      * freestanding core must not need (scripts/test.d/10-freestanding.sh). */
-    volatile unsigned *backoff = c->backoff, *nparts = c->nparts;
-    volatile uint64_t *swept = c->swept;
+    volatile unsigned *backoff = c->backoff, *nparts = c->nparts, *ptop = c->ptop;
+    volatile uint64_t *swept = c->swept, *cursor = c->cursor, *pattern = c->pattern;
     volatile bool *stranded = c->stranded;
     for (unsigned k = 0; k < NBBS_CACHE_MAX_ORDERS; k++) {
         if (k < NBBS_CARVE_ORDER) {
             nparts[k] = 0;
+            ptop[k] = 0;
+            cursor[k] = 0;
+            carve_word_t x;
+            x.w = 0;
+            for (unsigned j = 0; j < CARVE_LEAVES; j += 1u << k)
+                x.by[j] = (uint8_t)((k + 1u) | NBBS_IDX_CARVED | NBBS_IDX_CACHED);
+            pattern[k] = x.w;
             stranded[k] = false;
             swept[k] = 0;
         }
@@ -224,6 +116,32 @@ nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cach
 }
 
 nbbs_t *nbbs_cache_instance(const nbbs_cache_t *c) { return c ? c->b : NULL; }
+
+/* The block of the carve order at c->cursor[order], taken in place (one claim
+ * and the climb, no search), if the block before it is still carved (so
+ * its group is in use: taking here breaks no free group) and both lie in
+ * one group; else NULL, and the caller searches. The search would start at
+ * this context's last block anyway, so the cache goes on filling the group
+ * it is in, block after block, at a fraction of the search's cost. */
+static void *take_next(nbbs_cache_t *c, unsigned order)
+{
+    nbbs_t *b = c->b;
+    uint64_t g0 = c->cursor[order], gmask = (UINT64_C(1) << b->group_order) - 1;
+    if (!(g0 & gmask) || !(nb_load_u8(&b->index[g0 - CARVE_LEAVES]) & NBBS_IDX_CARVED))
+        return NULL;
+    unsigned r = b->max_order - NBBS_CARVE_ORDER;
+    /* A block in use there (a claim that fails at once: a load, no CAS) is
+     * passed over, a few times, while the group lasts. */
+    for (unsigned tries = 0; tries < CACHE_PROBES && (g0 & gmask) && g0 + CARVE_LEAVES <= b->nleaves;
+         tries++, g0 += CARVE_LEAVES) {
+        if (nb_load_u8(&b->index[g0]))
+            continue; /* a live or carved block starts there */
+        if (nbbs__is_bunch(b) ? nbbs__bunch_take(b, r, g0 >> NBBS_CARVE_ORDER)
+                              : nbbs__tree_take(b, r, g0 >> NBBS_CARVE_ORDER))
+            return addr_of(b, g0);
+    }
+    return NULL;
+}
 
 /* The stack is empty: refill it and return one block, or reclaim from
  * other caches if the tree has none. Orders below NBBS_CARVE_ORDER (with
@@ -267,27 +185,29 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
         unsigned per = 1u << (NBBS_CARVE_ORDER - order);
         uint8_t freev = (uint8_t)((order + 1u) | NBBS_IDX_CARVED | NBBS_IDX_CACHED);
         for (unsigned g = 0; g < groups; g++) {
-            void *p = nbbs__tree_or_bunch_alloc(b, NBBS_CARVE_ORDER);
+            void *p = take_next(c, order);
+            if (!p)
+                p = nbbs__tree_or_bunch_alloc(b, NBBS_CARVE_ORDER);
             if (!p) {
                 if (!first)
                     c->backoff[order] = CACHE_BACKOFF;
                 break;
             }
             uint64_t g0 = (uint64_t)((uintptr_t)p - b->base) >> b->min_shift;
+            c->cursor[order] = g0 + CARVE_LEAVES;
             carve_word_t x;
-            x.w = 0;
-            for (unsigned j = 0; j < per; j++)
-                x.by[j << order] = freev;
+            x.w = c->pattern[order];
+            unsigned lo = 0;
             if (!first) {
                 x.by[0] = (uint8_t)(freev & ~NBBS_IDX_CACHED); /* the caller's */
                 first = p;
+                lo = 1;
             }
             /* One store replaces the tree's index entry of the whole block
              * (order NBBS_CARVE_ORDER + 1 at g0) by the frames. */
             nb_store_rel_u64(carve_word(b, g0), x.w);
-            for (unsigned j = per; j-- > 0;) /* pops go up the addresses */
-                if (x.by[j << order] == freev)
-                    nb_own_store(&s[n++], g0 + ((uint64_t)j << order));
+            for (unsigned j = per; j-- > lo;) /* pops go up the addresses */
+                nb_own_store(&s[n++], g0 + ((uint64_t)j << order));
         }
     }
     if (!first && c->groups[order]) {
@@ -331,7 +251,8 @@ static uint64_t reuse_parts(nbbs_cache_t *c, unsigned order)
     uint8_t freev = (uint8_t)((order + 1u) | NBBS_IDX_CARVED | NBBS_IDX_CACHED);
     uint64_t n = 0;
     while (c->nparts[order] && n + CARVE_LEAVES <= c->batch) {
-        uint64_t g0 = c->part[order][--c->nparts[order]];
+        c->nparts[order]--;
+        uint64_t g0 = c->part[order][--c->ptop[order] % CACHE_PARTS];
         carve_word_t x;
         x.w = nb_load_u64(carve_word(b, g0));
         for (unsigned j = CARVE_LEAVES; j-- > 0;)
@@ -382,19 +303,30 @@ void *nbbs_cache_alloc(nbbs_cache_t *c, unsigned order)
     return alloc_slow(c, order, n);
 }
 
-/* The stack of this order is full (n == capacity): give the batch it has
- * held longest (the bottom entries) back and move the rest down. Whole
- * batches, so blocks that were refilled together from one huge block go
- * back together and can coalesce, and frames of one carved block tend to go
- * back together and return it whole. Returns the new count. */
-static __attribute__((__noinline__)) uint64_t drain_oldest(nbbs_cache_t *c, unsigned order, uint64_t n)
+/* The stack of this order is full (n == capacity): give back all but the
+ * batch freed last (all of it if capacity == batch): the bottom entries,
+ * held longest, and move that batch
+ * down. Many at once, so blocks that were refilled together from one huge
+ * block go back together and can coalesce, frames of one carved block tend
+ * to go back together and return it whole, and the move costs a batch of
+ * stores per capacity - batch frees. Returns the new count. */
+static uint64_t drain_oldest(nbbs_cache_t *c, unsigned order, uint64_t n)
 {
     NBBS_ATOMIC(uint64_t) *s = stack_of(c, order);
-    uint64_t k = c->batch;
-    give_back(c->b, c, s, 0, k, order);
+    uint64_t k = n > c->batch ? n - c->batch : n; /* capacity == batch: all */
+    nbbs__give_back(c->b, c, s, 0, k, order);
     for (uint64_t i = k; i < n; i++)
         nb_own_store(&s[i - k], nb_own_load(&s[i]));
     return n - k;
+}
+
+/* nbbs_cache_free's push onto a full stack: drain it first. Returns 0. */
+static __attribute__((__noinline__)) int push_full(nbbs_cache_t *c, unsigned order, uint64_t leaf)
+{
+    uint64_t n = drain_oldest(c, order, c->capacity);
+    nb_own_store(&stack_of(c, order)[n], leaf);
+    nb_own_store(&c->count[order], n + 1);
+    return 0;
 }
 
 int nbbs_cache_free(nbbs_cache_t *c, void *p)
@@ -417,11 +349,10 @@ int nbbs_cache_free(nbbs_cache_t *c, void *p)
      * takes the byte by CAS too), and it releases the block's contents. */
     if (!nb_cas_u8(&b->index[leaf], &v, (uint8_t)(v | NBBS_IDX_CACHED)))
         return NBBS_EINVAL; /* a concurrent free of the same block won */
-    NBBS_ATOMIC(uint64_t) *s = stack_of(c, order);
     uint64_t n = nb_own_load(&c->count[order]);
     if (n == c->capacity)
-        n = drain_oldest(c, order, n);
-    nb_own_store(&s[n], leaf);
+        return push_full(c, order, leaf); /* a tail call: the fast path saves no registers */
+    nb_own_store(&stack_of(c, order)[n], leaf);
     nb_own_store(&c->count[order], n + 1);
     return 0;
 }
@@ -434,7 +365,7 @@ size_t nbbs_cache_drain(nbbs_cache_t *c)
     for (unsigned k = 0; k < c->orders; k++) {
         NBBS_ATOMIC(uint64_t) *s = stack_of(c, k);
         uint64_t n = nb_own_load(&c->count[k]);
-        done += give_back(c->b, NULL, s, 0, n, k);
+        done += nbbs__give_back(c->b, NULL, s, 0, n, k);
         nb_own_store(&c->count[k], 0);
         if (k < NBBS_CARVE_ORDER)
             c->nparts[k] = 0; /* their free frames stay findable under pressure */
@@ -442,58 +373,3 @@ size_t nbbs_cache_drain(nbbs_cache_t *c)
     return done;
 }
 
-/* Any thread: give back every block any cache of b holds. The entries it
- * reads may be stale or change under it (the owner pushes and pops); only
- * blocks whose CAS succeeds are given back, so a stale entry costs a failed
- * CAS and nothing else. */
-size_t nbbs_reclaim_cached(nbbs_t *b)
-{
-    if (!b)
-        return 0;
-    size_t done = 0;
-    for (uint64_t x = nb_list_load(&b->caches); x; x = nb_own_load(&cache_of(x)->next)) {
-        nbbs_cache_t *c = cache_of(x);
-        for (unsigned k = 0; k < c->orders; k++) {
-            NBBS_ATOMIC(uint64_t) *s = stack_of(c, k);
-            uint64_t n = nb_own_load(&c->count[k]);
-            if (n > c->capacity)
-                n = c->capacity;
-            done += give_back(b, NULL, s, 0, n, k);
-        }
-    }
-    return done;
-}
-
-void *nbbs__reclaim(nbbs_t *b, unsigned order)
-{
-    uint64_t head = nb_list_load(&b->caches);
-    if (!head)
-        return NULL; /* no cache: the tree's answer stands */
-    /* 1. A cached block of exactly this order, from any cache: one CAS. */
-    for (uint64_t x = head; x; x = nb_own_load(&cache_of(x)->next)) {
-        nbbs_cache_t *c = cache_of(x);
-        if (order >= c->orders)
-            continue;
-        NBBS_ATOMIC(uint64_t) *s = stack_of(c, order);
-        uint64_t n = nb_own_load(&c->count[order]);
-        if (n > c->capacity)
-            n = c->capacity;
-        while (n) { /* from the top: the owner's pops meet us last */
-            uint64_t leaf = nb_own_load(&s[--n]);
-            if (leaf < b->nleaves && claim(b, leaf, order))
-                return addr_of(b, leaf);
-        }
-    }
-    /* 1b. A free frame in a carved block (named on no stack, or one that
-     * must be split or made of several): one CAS on the block's word. */
-    if (order < NBBS_CARVE_ORDER && can_carve(b)) {
-        void *p = nbbs__carve_take(b, order);
-        if (p)
-            return p;
-    }
-    /* 2. None: smaller (or other) cached blocks may coalesce into one. Give
-     * every cached block back and scan the tree once more. */
-    if (nbbs_reclaim_cached(b) == 0)
-        return NULL;
-    return nbbs__tree_or_bunch_alloc(b, order);
-}

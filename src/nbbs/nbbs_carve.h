@@ -34,6 +34,15 @@ static inline NBBS_ATOMIC(uint64_t) *carve_word(const nbbs_t *b, uint64_t g0)
     return (NBBS_ATOMIC(uint64_t) *)(void *)&b->index[g0];
 }
 
+/* Every frame of the carved word x is free (and x is a carved block). Every
+ * nonzero byte of a carved word starts a frame and has CARVED (bit 6); a
+ * live one lacks CACHED (bit 7). So: no byte with bit 6 set and bit 7
+ * clear. */
+static inline bool carve_all_free(carve_word_t x)
+{
+    return (x.by[0] & NBBS_IDX_CARVED) && !((x.w << 1) & ~x.w & BYTES_HI);
+}
+
 /* Can this instance carve at all: a block of the carve order exists and the
  * index bytes of each carved block are one aligned word. */
 static inline bool can_carve(const nbbs_t *b)

@@ -35,20 +35,29 @@ __attribute__((always_inline)) static inline void *nbm__malloc_fast(size_t n)
 
 /* An object pointer is a multiple of the class size from its chunk's start
  * and below the objects carved so far (w is the unit word): checked with a
- * mask, a shift and one multiply (no division). For an exact multiple
- * off = q * size, (off >> shift) * inv = q mod 2^32; anything else gives a
- * quotient beyond lim, so beyond any carved count. */
+ * mask, one multiply and one rotate (no division). With size = odd << shift
+ * and inv the inverse of odd mod 2^32: for off = q * size, off * inv =
+ * q << shift, and rotating right by shift gives q. Any other offset gives
+ * more than any carved count (at most chunk / size < 2^(32 - shift) / odd):
+ * low bits of off that are not zero stay non-zero in the product (inv is
+ * odd) and rotate to the top (>= 2^(32 - shift)); a multiple of 2^shift
+ * that is not one of odd gives (off >> shift) * inv mod 2^(32 - shift),
+ * which is > (2^(32 - shift) - 1) / odd (multiplying by inv is a bijection
+ * mod 2^(32 - shift) that maps the multiples q * odd to q). */
 static inline bool nbm__offset_ok(const nbm_class_t *c, uintptr_t a, uint32_t w)
 {
-    uint32_t off = (uint32_t)a & c->chunk_mask;
-    return !(off & c->low_mask) && (off >> c->shift) * c->inv < (w >> NBM_UNIT_CARVED_SHIFT);
+    uint32_t x = ((uint32_t)a & c->chunk_mask) * c->inv, s = c->shift;
+    return ((x >> s) | (x << ((32u - s) & 31u))) < (w >> NBM_UNIT_CARVED_SHIFT);
 }
 
-/* About 30 instructions: owner lookup, class byte, offset check, tag check,
- * the page record, and a list push: onto the bin (the current page), onto
- * the thread's buffer for the page (another heap's page: no atomic, no touch
- * of the page record; one CAS per half batch), or onto the page's own list
- * (another page of this heap). */
+/* About 40 instructions to the current page, with no stack frame: owner
+ * lookup, class byte, offset check, tag check, and a push onto the bin's
+ * list (the current page is recognised by its first byte: no page record is
+ * touched). Any other page goes to nbm__free_other (free.c) by a tail call.
+ * The unit word's class byte is class + 1; the bins and classes are indexed
+ * with it (k - 1 folds into the addressing). The reports go through
+ * nbm__free_bad, which is not marked noreturn so that the calls to it are
+ * jumps and need no frame either. */
 __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
 {
     uintptr_t a = (uintptr_t)p;
@@ -57,41 +66,30 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
     if (NBM_LIKELY(owner != 0 && !(owner & NBM_HUGE_TAG) && tc != NULL)) {
         nbm_arena_t *ar = (nbm_arena_t *)owner;
         uint32_t w = nbm__unit_word(ar, a);
-        if (NBM_LIKELY(w != 0)) {
-            unsigned cls = (w & 0xffu) - 1;
-            const nbm_class_t *c = &nbm__classes[cls];
+        size_t k = w & 0xffu;
+        if (NBM_LIKELY(k != 0)) {
+            /* &nbm__classes[k - 1] and &tc->bins[k - 1] as byte offsets
+             * from k (bins sit one bin into the record): one shift each. */
+            const nbm_class_t *c = (const nbm_class_t *)((const char *)nbm__classes +
+                                                         (k - 1) * sizeof(nbm_class_t));
             void **o = (void **)p;
-            if (NBM_UNLIKELY(!nbm__offset_ok(c, a, w)))
-                nbm__fatal("free(): invalid pointer", p);
-            if (NBM_UNLIKELY((uintptr_t)o[1] == (a ^ nbm__secret)))
-                nbm__fatal("free(): double free detected for", p);
-            o[1] = (void *)(a ^ nbm__secret);
-            nbm_page_t *pg = nbm__page_at(ar, a, c->chunk_mask);
-            nbm_bin_t *bin = &tc->bins[cls];
-            if (NBM_LIKELY(pg == bin->page)) {
+            if (NBM_UNLIKELY(!nbm__offset_ok(c, a, w))) {
+                nbm__free_bad("free(): invalid pointer", p);
+                return;
+            }
+            uintptr_t tag = a ^ nbm__secret;
+            if (NBM_UNLIKELY((uintptr_t)o[1] == tag)) {
+                nbm__free_bad("free(): double free detected for", p);
+                return;
+            }
+            o[1] = (void *)tag;
+            nbm_bin_t *bin = (nbm_bin_t *)((char *)tc + k * sizeof(nbm_bin_t));
+            if (NBM_LIKELY((a & ~(uintptr_t)c->chunk_mask) == bin->cur)) {
                 o[0] = bin->head;
                 bin->head = o;
                 return;
             }
-            /* Another heap's page whose objects this thread holds back:
-             * such a page is never ours (it cannot empty meanwhile). */
-            if (NBM_LIKELY(pg == bin->rpage && bin->rhead && bin->rroom)) {
-                o[0] = bin->rhead;
-                bin->rhead = o;
-                bin->rroom--;
-                return;
-            }
-            /* Relaxed: only this thread makes a page ours (or stops it
-             * being ours); another heap's value is never ours. */
-            if (NBM_LIKELY(nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc)) {
-                o[0] = pg->free;
-                pg->free = o;
-                uint32_t n = ++pg->nfree;
-                if (NBM_UNLIKELY(n == 1 || n == (w >> NBM_UNIT_CARVED_SHIFT)))
-                    nbm__page_changed(tc, pg);
-                return;
-            }
-            nbm__remote_hold(tc, bin, pg, o);
+            nbm__free_other(tc, bin, nbm__page_at(ar, a, c->chunk_mask), o, w);
             return;
         }
         /* Owner and unit word are known: straight to the medium free. */

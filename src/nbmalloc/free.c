@@ -17,6 +17,34 @@
  */
 #include "fast.h"
 
+void nbm__free_bad(const char *what, const void *p)
+{
+    nbm__fatal(what, p);
+}
+
+void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o, uint32_t w)
+{
+    /* Another heap's page whose objects this thread holds back: such a
+     * page is never ours (it cannot empty meanwhile). */
+    if (NBM_LIKELY(pg == bin->rpage && bin->rhead && bin->rroom)) {
+        o[0] = bin->rhead;
+        bin->rhead = o;
+        bin->rroom--;
+        return;
+    }
+    /* Relaxed: only this thread makes a page ours (or stops it being
+     * ours); another heap's value is never ours. */
+    if (NBM_LIKELY(nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc)) {
+        o[0] = pg->free;
+        pg->free = o;
+        uint32_t n = ++pg->nfree, carved = w >> NBM_UNIT_CARVED_SHIFT;
+        if (NBM_UNLIKELY(n == 1 || n == carved))
+            nbm__page_changed(tc, pg, carved);
+        return;
+    }
+    nbm__remote_hold(tc, bin, pg, o);
+}
+
 void nbm__free_generic(void *p)
 {
     if (!p)

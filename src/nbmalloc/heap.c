@@ -18,12 +18,15 @@
  *      none, the thread collects what the heaps hold and tries once more.
  * An owner's free that empties a non-current page releases it at once.
  *
- * Thread exit (a pthread key destructor): the heap is collected (remote
- * frees taken, empty pages released) and the record, with the pages still in
- * use, goes on the stack of abandoned heaps. The next new thread adopts it
- * whole (its pages' owner word is the record's address, so nothing changes
- * hands), and nbm_purge/malloc_trim and recovery collect abandoned heaps by
- * popping them all (exclusive while held) and pushing them back.
+ * Thread exit (a pthread key destructor): held remote frees, medium blocks,
+ * descriptors and spares go back, and the record, with its pages and their
+ * lists as they are, goes on the stack of abandoned heaps. The next new
+ * thread adopts it whole and warm (its pages' owner word is the record's
+ * address, so nothing changes hands). A heap not adopted within half
+ * NBM_PURGE_DELAY_MS is collected (remote frees taken, empty pages and
+ * spares returned) at a live thread's heartbeat or new page; nbm_purge,
+ * malloc_trim and recovery collect every abandoned heap. Collectors pop
+ * the whole stack (each heap is theirs alone while held) and push it back.
  * A thread with no usable heap (while it is being set up, or after its exit
  * destructor ran) serves small requests as one-page medium blocks and pushes
  * its small frees on the pages' remote lists.
@@ -43,12 +46,12 @@ static _Atomic uintptr_t tcache_chunks[NBM_TCACHE_MAX >> NBM_TCACHE_SHIFT];
 static nbm_pool_t tcache_pool = { .chunks = tcache_chunks, .stride = sizeof(nbm_tcache_t),
                                   .shift = NBM_TCACHE_SHIFT, .max = NBM_TCACHE_MAX, .fresh = 1 };
 static nbm_stack_t abandoned;
-static _Atomic uint32_t trim_epoch; /* bumped by every recovery: heaps give their spares back */
 static pthread_key_t tcache_key;
 static bool have_key;
 
 static void tcache_exit(void *v);
 static bool collect_heap(nbm_tcache_t *tc, bool spares);
+static void abandoned_decay(nbm_tcache_t *tc);
 
 /* Without the key (pthread_key_create failed) no thread gets a heap: every
  * thread runs the no-heap paths, slower but correct. */
@@ -79,9 +82,11 @@ nbm_tcache_t *nbm__tcache_get(void)
         return NULL;
     }
     nbm_tcache_t *tc = (nbm_tcache_t *)nbm__pool_rec(&tcache_pool, i);
-    /* An adopted heap: the frees its pages received since its thread exited
-     * are taken, empty pages become spares. */
-    collect_heap(tc, false);
+    /* An adopted heap is used as its thread left it (or as a collection
+     * left it): its current pages and their lists serve at once, and frees
+     * that reached its pages meanwhile are taken by its refills and sweeps
+     * like any remote frees. */
+    tc->exited = 0;
     tc->index = i;
     tc->arena_hint = i;
     tc->tick = NBM_HEARTBEAT;
@@ -124,117 +129,59 @@ static nbm_binx_t *binx_of(nbm_tcache_t *tc, nbm_bin_t *bin)
 
 static void page_link(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
 {
+    nbm_binx_t *x = binx_of(tc, bin);
     pg->prev = NULL;
-    pg->next = bin->pages;
-    if (bin->pages)
-        bin->pages->prev = pg;
-    bin->pages = pg;
-    binx_of(tc, bin)->npages++;
+    pg->next = x->pages;
+    if (x->pages)
+        x->pages->prev = pg;
+    x->pages = pg;
+    x->npages++;
 }
 
-static void spares_decay(nbm_tcache_t *tc);
+static void clear_current(nbm_bin_t *bin)
+{
+    bin->page = NULL;
+    bin->cur = 0;
+}
+
+/* The bin's current page; free finds it by its first byte,
+ * taken from any object of the page (obj) when there is one at hand:
+ * nbm__page_base costs a call and a load per page switch. */
+static void set_current(nbm_bin_t *bin, nbm_page_t *pg, const void *obj)
+{
+    bin->page = pg;
+    if (obj)
+        bin->cur = (uintptr_t)obj & ~(uintptr_t)nbm__classes[pg->cls].chunk_mask;
+    else
+        bin->cur = nbm__page_base(pg);
+}
 
 /* An empty page leaves its class: to the heap's spares. */
 static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
 {
     avail_unlink(bin, pg);
+    nbm_binx_t *x = binx_of(tc, bin);
     if (pg->prev)
         pg->prev->next = pg->next;
     else
-        bin->pages = pg->next;
+        x->pages = pg->next;
     if (pg->next)
         pg->next->prev = pg->prev;
-    binx_of(tc, bin)->npages--;
+    x->npages--;
     if (bin->page == pg) {
-        bin->page = NULL;
+        clear_current(bin);
         bin->head = NULL;
     }
     tc->drains++;
-    unsigned k = nbm__page_order(pg->cls) - NBM_SPARE_ORDER0;
+    unsigned order = nbm__page_order(pg->cls);
     nbm__page_unmake(pg);
-    pg->next = tc->spare[k];
-    tc->spare[k] = pg;
-    tc->nspare[k]++;
-    spares_decay(tc);
+    nbm__spare_put(tc, pg, order);
 }
 
-static void release_top(nbm_tcache_t *tc, unsigned k, uint32_t n)
-{
-    for (; n && tc->spare[k]; n--) {
-        nbm_page_t *pg = tc->spare[k];
-        tc->spare[k] = pg->next;
-        tc->nspare[k]--;
-        nbm__page_release((void *)nbm__page_base(pg), k + NBM_SPARE_ORDER0);
-    }
-    if (tc->spare_low[k] > tc->nspare[k])
-        tc->spare_low[k] = tc->nspare[k];
-}
-
-/* The heap's spare pages all go back; true if it had any. */
-static bool release_spares(nbm_tcache_t *tc)
-{
-    bool any = false;
-    for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
-        any |= tc->nspare[k] != 0;
-        release_top(tc, k, UINT32_MAX);
-    }
-    return any;
-}
-
-/* Decay of spare pages (empty pages kept for the heap's next pages of any
- * class): every half NBM_PURGE_DELAY_MS, the spares that were not needed during
- * the whole interval (the fewest held at any time in it) go back to the OS
- * and the back-end. A steady program keeps what it reuses; a shrinking one
- * returns its empty pages within two intervals of its next slow path. After
- * a thread ran out of memory (the recovery epoch moved), all go back. Called
- * on the slow paths that take or give pages and at the heartbeat. */
-static void spares_decay(nbm_tcache_t *tc)
-{
-    uint32_t e = nbm_load_u32_relaxed(&trim_epoch);
-    if (NBM_UNLIKELY(e != tc->trim_seen)) {
-        tc->trim_seen = e;
-        release_spares(tc);
-    }
-    uint64_t now = nbm__os_now_ns();
-    if (now - tc->spare_since < nbm__opt.purge_delay_ns / 2)
-        return;
-    for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
-        release_top(tc, k, tc->spare_low[k]);
-        tc->spare_low[k] = tc->nspare[k];
-    }
-    tc->spare_since = now;
-}
-
-/* The heap's spares to the medium cache (an exiting thread's). */
-static void give_spares(nbm_tcache_t *tc)
-{
-    for (unsigned k = 0; k < NBM_SPARE_ORDERS; k++) {
-        while (tc->spare[k]) {
-            nbm_page_t *pg = tc->spare[k];
-            tc->spare[k] = pg->next;
-            nbm__medium_release((void *)nbm__page_base(pg), k + NBM_SPARE_ORDER0);
-        }
-        tc->nspare[k] = tc->spare_low[k] = 0;
-    }
-}
-
-/* A spare block of the order, or NULL. */
-static void *take_spare(nbm_tcache_t *tc, unsigned order)
-{
-    unsigned k = order - NBM_SPARE_ORDER0;
-    nbm_page_t *pg = tc->spare[k];
-    if (!pg)
-        return NULL;
-    tc->spare[k] = pg->next;
-    if (--tc->nspare[k] < tc->spare_low[k])
-        tc->spare_low[k] = tc->nspare[k];
-    return (void *)nbm__page_base(pg);
-}
-
-void nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg)
+void nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg, uint32_t carved)
 {
     nbm_bin_t *bin = &tc->bins[pg->cls];
-    if (pg->nfree == nbm__page_carved(pg))
+    if (pg->nfree == carved)
         page_drop(tc, bin, pg);
     else if (!pg->avail)
         avail_push(bin, pg);
@@ -268,7 +215,7 @@ static void retire_current(nbm_bin_t *bin)
         n++;
     pg->free = bin->head;
     pg->nfree = n;
-    bin->page = NULL;
+    clear_current(bin);
     bin->head = NULL;
 }
 
@@ -277,7 +224,7 @@ static void retire_current(nbm_bin_t *bin)
 static uint32_t sweep_bin(nbm_tcache_t *tc, nbm_bin_t *bin)
 {
     uint32_t released = 0;
-    for (nbm_page_t *pg = bin->pages, *next; pg; pg = next) {
+    for (nbm_page_t *pg = binx_of(tc, bin)->pages, *next; pg; pg = next) {
         next = pg->next;
         if (pg == bin->page)
             continue;
@@ -302,7 +249,7 @@ static bool collect_heap(nbm_tcache_t *tc, bool spares)
         retire_current(bin);
         released += sweep_bin(tc, bin);
     }
-    return (spares && release_spares(tc)) || released != 0;
+    return (spares && nbm__spares_release(tc)) || released != 0;
 }
 
 /* Makes a page with free objects current; the bin's list is empty. */
@@ -310,7 +257,7 @@ static void make_current(nbm_bin_t *bin, nbm_page_t *pg)
 {
     avail_unlink(bin, pg);
     retire_current(bin); /* its list is empty: the page is full */
-    bin->page = pg;
+    set_current(bin, pg, pg->free);
     bin->head = pg->free;
     pg->free = NULL;
     pg->nfree = 0;
@@ -355,7 +302,7 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
                 return true;
             continue; /* cannot happen: avail pages hold free objects */
         }
-        void *b = take_spare(tc, nbm__page_order(cls));
+        void *b = nbm__spare_take(tc, nbm__page_order(cls));
         if (!b)
             b = nbm__block_cached(nbm__page_order(cls)); /* e.g. an exited thread's spare */
         pg = nbm__page_new(cls, (uintptr_t)tc, &tc->arena_hint, b);
@@ -366,11 +313,12 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
             continue;
         }
         tc->refills++;
-        spares_decay(tc);
+        nbm__spares_decay(tc);
+        abandoned_decay(tc);
         x->fresh++;
         page_link(tc, bin, pg);
         retire_current(bin);
-        bin->page = pg;
+        set_current(bin, pg, NULL);
     }
 }
 
@@ -384,7 +332,8 @@ void *nbm__small_alloc_generic(unsigned cls)
     if (NBM_UNLIKELY(tc->tick == 0)) { /* the fast path's countdown ran out */
         tc->tick = NBM_HEARTBEAT;
         nbm__remote_flush(tc);
-        spares_decay(tc);
+        nbm__spares_decay(tc);
+        abandoned_decay(tc);
     }
     nbm_bin_t *bin = &tc->bins[cls];
     void **p = bin->rhead;
@@ -423,10 +372,11 @@ static bool release_medium(nbm_tcache_t *tc)
     return any;
 }
 
-void nbm__tcache_flush(nbm_tcache_t *tc, bool spares)
+/* The thread's caches that are no page of its own go back: held remote
+ * frees, medium blocks, descriptors, statistics. */
+static void flush_caches(nbm_tcache_t *tc)
 {
     nbm__remote_flush(tc);
-    collect_heap(tc, spares);
     release_medium(tc);
     nbm__desc_flush(tc);
     nbm_stat_add(&nbm__gstats.medium_live, (uint64_t)tc->medium_delta);
@@ -436,17 +386,67 @@ void nbm__tcache_flush(nbm_tcache_t *tc, bool spares)
     tc->refills = tc->drains = 0;
 }
 
+void nbm__tcache_flush(nbm_tcache_t *tc, bool spares)
+{
+    nbm__remote_flush(tc);
+    collect_heap(tc, spares);
+    flush_caches(tc);
+}
+
+/* The heap is abandoned whole, its pages and their lists as they are: a
+ * thread that starts soon (a pool, a short-lived worker) adopts it warm,
+ * with no page to take, carve or sweep. What is no page of its own goes
+ * back now; the spares go to the medium cache, where any thread's next page
+ * (or medium block) of their size takes them while warm and its policy
+ * returns them to the OS otherwise. A heap nobody adopts within half
+ * NBM_PURGE_DELAY_MS is collected by a live thread (abandoned_decay), or by
+ * nbm_purge and recovery. */
 static void tcache_exit(void *v)
 {
     nbm_tcache_t *tc = v;
     nbm__tc = NULL;
     tstate = NBM_T_DEAD;
-    /* The spares go to the medium cache, where any thread's next page (or
-     * medium block) of their size takes them while warm, and its delay
-     * returns them to the OS otherwise. */
-    nbm__tcache_flush(tc, false);
-    give_spares(tc);
+    flush_caches(tc);
+    nbm__spares_give(tc);
+    tc->exited = nbm__os_now_ns() | 1;
     nbm__stack_push(&abandoned, &tcache_pool, tc->index, tc->index);
+}
+
+/* Collects the abandoned heaps (all, or those abandoned for at least `age`
+ * ns at `now`): popped all at once, so each is ours alone until the chain
+ * is pushed back (a thread starting meanwhile maps a new record). True if
+ * anything was given back. */
+static bool collect_abandoned(uint64_t now, uint64_t age, bool all)
+{
+    bool any = false;
+    uint32_t first = nbm__stack_pop_all(&abandoned), last = 0;
+    for (uint32_t i = first; i; i = nbm_load_u32_relaxed((_Atomic uint32_t *)nbm__pool_rec(&tcache_pool, i))) {
+        nbm_tcache_t *h = (nbm_tcache_t *)nbm__pool_rec(&tcache_pool, i);
+        last = i;
+        if (!all && (!h->exited || now - h->exited < age))
+            continue;
+        any |= collect_heap(h, true);
+        h->exited = 0;
+        nbm_stat_add(&nbm__gstats.drains, h->drains);
+        h->drains = 0;
+    }
+    if (first)
+        nbm__stack_push(&abandoned, &tcache_pool, first, last);
+    return any;
+}
+
+/* At most once per half NBM_PURGE_DELAY_MS per thread, and only while the
+ * abandoned stack is not empty: heaps nobody adopted within that time give
+ * their empty pages back (the policy's delay, as for spares). */
+static void abandoned_decay(nbm_tcache_t *tc)
+{
+    if ((uint32_t)nbm_load_u64_relaxed(&abandoned.top) == 0)
+        return;
+    uint64_t now = nbm__os_now_ns(), half = nbm__opt.purge_delay_ns / 2;
+    if (now - tc->adecay_since < half)
+        return;
+    tc->adecay_since = now;
+    collect_abandoned(now, half, false);
 }
 
 bool nbm__heaps_collect(bool medium)
@@ -459,18 +459,7 @@ bool nbm__heaps_collect(bool medium)
         if (medium)
             any |= release_medium(tc);
     }
-    /* Abandoned heaps: popped all at once, so each is ours alone until the
-     * chain is pushed back (a thread starting meanwhile maps a new record). */
-    uint32_t first = nbm__stack_pop_all(&abandoned), last = 0;
-    for (uint32_t i = first; i; i = nbm_load_u32_relaxed((_Atomic uint32_t *)nbm__pool_rec(&tcache_pool, i))) {
-        nbm_tcache_t *h = (nbm_tcache_t *)nbm__pool_rec(&tcache_pool, i);
-        any |= collect_heap(h, true);
-        nbm_stat_add(&nbm__gstats.drains, h->drains);
-        h->drains = 0;
-        last = i;
-    }
-    if (first)
-        nbm__stack_push(&abandoned, &tcache_pool, first, last);
+    any |= collect_abandoned(0, 0, true);
     return any;
 }
 
@@ -483,7 +472,7 @@ bool nbm__recover(void)
     bool any = nbm_load_u64_relaxed(&nbm__gstats.medium_cached) != 0;
     if (nbm__tc)
         nbm__tc->arena_hint = 0; /* the lowest arenas first: the higher may retire */
-    nbm_add_u32(&trim_epoch, 1); /* other live heaps give their spares back at their next page */
+    nbm__spares_trim(); /* other live heaps give their spares back at their next page */
     any |= nbm__heaps_collect(true);
     any |= nbm__arena_reclaim();
     return any;

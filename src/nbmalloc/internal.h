@@ -185,16 +185,17 @@ typedef struct nbm_bin {
     void    *head;
     void    *rhead;
     void    *rtail;             /* rhead's last object */
+    uintptr_t cur;          /* the current page's first byte, 0 = none (free compares with it) */
     struct nbm_page *page;  /* current page, NULL = none */
     struct nbm_page *rpage;
     struct nbm_page *avail; /* non-current pages with free objects */
-    struct nbm_page *pages; /* every page the heap owns in this class */
     uint32_t rroom;         /* objects rhead may still take before it is pushed */
 } nbm_bin_t;
 _Static_assert(sizeof(nbm_bin_t) == NBM_CACHE_LINE, "a bin is one cache line");
 
 /* The bin's colder half. */
 typedef struct nbm_binx {
+    struct nbm_page *pages; /* every page the heap owns in this class */
     uint32_t npages;      /* pages on `pages` */
     uint32_t fresh;       /* pages taken since the last sweep of `pages` */
 } nbm_binx_t;
@@ -226,11 +227,15 @@ typedef struct nbm_tcache {
     uint32_t nspare[NBM_SPARE_ORDERS];
     uint32_t spare_low[NBM_SPARE_ORDERS]; /* fewest spares since spare_since: not needed, released next */
     uint64_t spare_since;                 /* start of the current decay interval (ns) */
+    uint64_t exited;                      /* abandoned, not yet collected: exit time (ns) | 1; else 0 */
+    uint64_t adecay_since;                /* last look at the abandoned heaps (ns) */
     uint32_t trim_seen;                   /* last recovery epoch seen */
     uint32_t tick;                        /* fast-path mallocs until the heartbeat */
     uint64_t refills, drains;   /* pages taken / given back; joined into the globals at exit */
     int64_t  medium_delta;      /* medium blocks allocated minus freed by this thread */
 } nbm_tcache_t;
+/* free finds bins[k - 1] at k bins from the record's start. */
+_Static_assert(offsetof(nbm_tcache_t, bins) == sizeof(nbm_bin_t), "bins start one bin into a heap record");
 
 enum { NBM_T_NEW = 0, NBM_T_INIT = 1, NBM_T_LIVE = 2, NBM_T_DEAD = 3 };
 
@@ -410,8 +415,15 @@ NBM_HIDDEN void  nbm__small_free_generic(void *p, nbm_page_t *pg);
  * another page's objects: the buffer is pushed, o starts it again. */
 NBM_HIDDEN void  nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o);
 NBM_HIDDEN void  nbm__remote_flush(nbm_tcache_t *tc); /* every buffer pushed */
-/* The owner's free made a non-current page empty or no longer full. */
-NBM_HIDDEN void  nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg);
+/* free of a small object (checked and tagged) on a page other than its bin's
+ * current one: held back for another heap's page, or onto this heap's page. */
+NBM_HIDDEN void  nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o, uint32_t w);
+/* nbm__fatal(what, p), never returns; not declared noreturn so that free's
+ * fast path reaches it with a jump and keeps no stack frame. */
+NBM_HIDDEN void  nbm__free_bad(const char *what, const void *p);
+/* The owner's free made a non-current page empty or no longer full;
+ * carved: its carved count (from the unit word free read: no second look). */
+NBM_HIDDEN void  nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg, uint32_t carved);
 NBM_HIDDEN void  nbm__tcache_flush(nbm_tcache_t *tc, bool spares); /* spares: give them back too */
 NBM_HIDDEN nbm_tcache_t *nbm__tcache_get(void);       /* NULL while none can be used */
 NBM_HIDDEN void  nbm__tcache_init_process(void);
@@ -423,6 +435,15 @@ NBM_HIDDEN void  nbm__desc_flush(nbm_tcache_t *tc);
  * too. True if anything was given back. */
 NBM_HIDDEN bool  nbm__heaps_collect(bool medium);
 NBM_HIDDEN bool  nbm__recover(void);                  /* after ENOMEM: true if anything was freed */
+
+/* --- spare pages (spare.c): a heap's empty pages, kept for its next pages ------- */
+NBM_HIDDEN void  nbm__spare_put(nbm_tcache_t *tc, nbm_page_t *pg, unsigned order); /* pg unmade */
+NBM_HIDDEN void *nbm__spare_take(nbm_tcache_t *tc, unsigned order); /* its block, or NULL */
+NBM_HIDDEN bool  nbm__spares_release(nbm_tcache_t *tc); /* all to the OS and back-end; true if any */
+NBM_HIDDEN void  nbm__spares_give(nbm_tcache_t *tc);    /* all to the medium cache (thread exit) */
+/* Every half NBM_PURGE_DELAY_MS: spares not needed in the interval go back. */
+NBM_HIDDEN void  nbm__spares_decay(nbm_tcache_t *tc);
+NBM_HIDDEN void  nbm__spares_trim(void); /* every heap gives its spares back at its next decay */
 
 /* --- the generic entry points (alloc.c, free.c) --------------------------------- */
 NBM_HIDDEN void  *nbm__malloc_generic(size_t n);

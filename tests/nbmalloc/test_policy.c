@@ -9,6 +9,9 @@
  *       64 KiB blocks: the cache and the resident set fall by most of the
  *       128 MiB within a bounded number of epochs (the bound is generous: it
  *       checks that memory goes back, not how fast).
+ *     abandoned: 32 MiB of 64-byte objects of an exited thread, freed by
+ *       the main thread, go back within 5 s while it keeps allocating (its
+ *       heartbeat collects the heap nobody adopted), with no nbm_purge.
  *     remap: realloc of huge mappings grows in place, moves (mremap, the
  *       new pointer aligned to 1 GiB) when the next range is taken, shrinks
  *       in place, keeps the bytes every time; a medium block grows into a
@@ -21,6 +24,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/mman.h>
@@ -221,6 +225,47 @@ static void test_nocache(void)
     CHECK(purged() - p0 >= 8 * MIB);
 }
 
+/* abandoned: a thread allocates 32 MiB of 64-byte objects and exits; the
+ * main thread frees them all (remote frees onto the exited heap's pages).
+ * Nobody adopts that heap: while the main thread keeps allocating a little,
+ * its heartbeat collects the heap (abandoned for half the delay) and the
+ * emptied pages go back, with no nbm_purge. */
+enum { AB_OBJS = (32 << 20) / 64 };
+static void *ab_fill(void *arg)
+{
+    void **v = arg;
+    for (size_t i = 0; i < AB_OBJS; i++)
+        if ((v[i] = nbm_malloc(64)) != NULL)
+            memset(v[i], 1, 64);
+    return NULL;
+}
+
+static void test_abandoned(void)
+{
+    void **v = mmap(NULL, AB_OBJS * sizeof *v, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(v != MAP_FAILED);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, ab_fill, v) == 0);
+    pthread_join(t, NULL);
+    size_t high = rss_bytes();
+    for (size_t i = 0; i < AB_OBJS; i++) {
+        CHECK(v[i] != NULL);
+        nbm_free(v[i]);
+    }
+    munmap(v, AB_OBJS * sizeof *v);
+    nbm_thread_flush(); /* the held remote frees reach the pages */
+    double t0 = now_s();
+    while (now_s() - t0 < 5.0 && rss_bytes() + 24 * MIB > high) {
+        for (int i = 0; i < 8192; i++)
+            nbm_free(nbm_malloc(200));
+        struct timespec ms = { 0, 1000000 };
+        nanosleep(&ms, NULL);
+    }
+    printf("abandoned: %zu MiB resident of %zu MiB after %.2f s\n", rss_bytes() >> 20, high >> 20,
+           now_s() - t0);
+    CHECK(rss_bytes() + 24 * MIB <= high);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -228,6 +273,7 @@ int main(int argc, char **argv)
         test_steady();
         test_shrink();
         test_remap();
+        test_abandoned();
     } else if (!strcmp(mode, "limit")) {
         test_limit();
     } else if (!strcmp(mode, "nocache")) {

@@ -1,0 +1,88 @@
+/*
+ * nbbs_cache_int.h - the frame cache's private layout and the helpers that
+ * both its files use: nbbs_cache.c (the owner's operations) and
+ * nbbs_reclaim.c (giving cached blocks back: drains, and the pressure path
+ * that takes them from any cache). Private to the back-end.
+ */
+#ifndef NBBS_CACHE_INT_H
+#define NBBS_CACHE_INT_H
+
+#include "nbbs_carve.h"
+#include "nbbs_internal.h"
+
+#define CACHE_MAGIC UINT64_C(0x6e6262732d636331) /* "nbbs-cc1" */
+#define CACHE_MAX_CAPACITY (1u << 20)
+#define CACHE_PARTS 8u /* carved blocks with free frames a cache remembers per order (a power of two) */
+#define CACHE_PROBES 4 /* blocks a refill's take_next looks at past its last one */
+#define CACHE_BACKOFF 8 /* refills that skip carving after the tree had no block for it */
+#define ALIGN_UP(x, a) (((x) + ((size_t)(a) - 1)) & ~((size_t)(a) - 1))
+
+struct nbbs_cache {
+    uint64_t               magic;
+    nbbs_t                *b;
+    NBBS_ATOMIC(uint64_t)  next;     /* the next cache attached to b; set before the cache is published */
+    unsigned               orders, batch, capacity;
+    /* Per order: carved blocks per refill (0: the order is refilled frame by
+     * frame, as orders >= NBBS_CARVE_ORDER always are). */
+    unsigned               groups[NBBS_CACHE_MAX_ORDERS];
+    /* Per order: carved blocks that a drain left with free frames of that
+     * order but could not return whole (some frame live). A refill names
+     * their free frames again before it carves a new block, so frames freed
+     * into a carved block are reused first and the block fills up (or
+     * empties) instead of lingering half used. Owner only, plain. */
+    uint64_t               part[NBBS_CARVE_ORDER][CACHE_PARTS];
+    unsigned               nparts[NBBS_CARVE_ORDER];
+    unsigned               ptop[NBBS_CARVE_ORDER]; /* part[] is a ring: the next entry to write, mod CACHE_PARTS */
+    /* Per order: refills left that do not try to carve (the tree had no
+     * block of the carve order lately: a failed tree scan is costly). */
+    unsigned               backoff[NBBS_CACHE_MAX_ORDERS];
+    /* Per order below the carve order: a drain of this cache left free
+     * frames in carved blocks it could not return whole since a harvest
+     * last came back empty. A refill then harvests before it carves, so the
+     * frames freed into carved blocks are used before new blocks are cut
+     * from the tree (which would break free huge blocks). Owner only. */
+    bool                   stranded[NBBS_CARVE_ORDER];
+    uint64_t               swept[NBBS_CARVE_ORDER]; /* carved blocks the empty harvests since looked at */
+    /* Per order below the carve order: the leaf just past the block this
+     * cache carved last (0: none). A refill takes the block there in place,
+     * without the tree's search, while the one before it is still carved
+     * and both lie in one group (take_next). Owner only, plain. */
+    uint64_t               cursor[NBBS_CARVE_ORDER];
+    /* Per order below the carve order: a carved word of free frames of that
+     * order, as a refill writes it (built once, in memory order). */
+    uint64_t               pattern[NBBS_CARVE_ORDER];
+    /* Per order: how many entries of its stack are in use. Written by the
+     * owner only; read by other threads as a bound of their sweep. */
+    NBBS_ATOMIC(uint64_t)  count[NBBS_CACHE_MAX_ORDERS];
+    NBBS_ATOMIC(uint64_t) *slot;     /* orders stacks of capacity leaf numbers */
+};
+
+static inline nbbs_cache_t *cache_of(uint64_t v) { return (nbbs_cache_t *)(uintptr_t)v; }
+
+static inline NBBS_ATOMIC(uint64_t) *stack_of(nbbs_cache_t *c, unsigned order)
+{
+    return c->slot + (size_t)order * c->capacity;
+}
+
+/* Take the cached block of this order at leaf for its next user: its index
+ * byte loses NBBS_IDX_CACHED. False if the block is not cached with this
+ * order any more (someone else took it). A whole block and a carved frame
+ * alike: the byte says which. */
+static inline bool claim(const nbbs_t *b, uint64_t leaf, unsigned order)
+{
+    /* Look first: a stale entry costs a load, not a failed locked CAS, and a
+     * CAS that fails then failed because another thread took the block
+     * between the two (the explorer checks exactly that of every CAS). */
+    uint8_t v = nb_load_u8(&b->index[leaf]);
+    if ((v & (NBBS_IDX_CACHED | NBBS_IDX_ORDER)) != (NBBS_IDX_CACHED | (order + 1u)))
+        return false;
+    return nb_cas_u8(&b->index[leaf], &v, (uint8_t)(v & ~NBBS_IDX_CACHED));
+}
+
+/* Give the cached blocks named by entries [from, to) of a stack of this
+ * order back (nbbs_reclaim.c); owner (or NULL) remembers carved blocks left
+ * half used. Returns blocks (frames of carved blocks) that went back. */
+size_t nbbs__give_back(nbbs_t *b, nbbs_cache_t *owner, NBBS_ATOMIC(uint64_t) *s, uint64_t from, uint64_t to,
+                       unsigned order);
+
+#endif /* NBBS_CACHE_INT_H */
