@@ -201,9 +201,11 @@ static inline void nbbs__hole_mark(const nbbs_t *b, uint64_t leaf)
         nb_hole_or(w, bit);
 }
 
-/* A block smaller than a group was taken at the first leaf of its group: the
- * context will fill that group from its start (its hint is there), so other
- * contexts' visits should not crowd into it. Clear the bit (a load first, so
+/* A block smaller than a group was taken at the first leaf of its group,
+ * breaking the free group (or as the hint's own candidate): the context
+ * will fill that group from its start (its hint is there), so other
+ * contexts' visits should not crowd into it, and their scans pass it by
+ * (FN(claimed) in nbbs_search.inc). Clear the bit (a load first, so
  * a clear bit costs no write). Only at the group's start, where no hole can be
  * left behind the filling context: clearing on every take stranded holes
  * behind the taker and lost most free groups in the churn experiment. A free
@@ -216,6 +218,13 @@ static inline void nbbs__hole_entered(const nbbs_t *b, uint64_t leaf)
     uint64_t bit = UINT64_C(1) << (g & 63);
     if (nb_hole_load(w) & bit)
         nb_hole_and(w, ~bit);
+}
+
+/* Whether the group of leaf has its hole bit set (a load only). */
+static inline bool nbbs__hole_test(const nbbs_t *b, uint64_t leaf)
+{
+    uint64_t g = leaf >> b->group_order;
+    return (nb_hole_load(&b->holes[g >> 6]) >> (g & 63)) & 1;
 }
 
 /* The first group after g0 (wrapping; within NBBS_HOLE_WORDS words of the
