@@ -28,6 +28,7 @@
 #define UNDER_TSAN 0
 #endif
 
+#include "child.h"
 #include "../check.h" /* CHECK, and the "N passed, N failed" line */
 
 static bool aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
@@ -231,30 +232,7 @@ static void test_aligned(void)
 /* Runs fn in a child; expects SIGABRT and `want` plus the pointer on stderr. */
 static void expect_abort(const char *name, void (*fn)(void **), const char *want)
 {
-    int fds[2];
-    if (pipe(fds) != 0)
-        abort();
-    void *shared[1] = { NULL };
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        fn(shared);
-        _exit(0); /* not reached when detection works */
-    }
-    close(fds[1]);
-    char buf[512] = { 0 };
-    size_t got = 0;
-    ssize_t r;
-    while (got < sizeof buf - 1 && (r = read(fds[0], buf + got, sizeof buf - 1 - got)) > 0)
-        got += (size_t)r;
-    close(fds[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    bool ok = WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && strstr(buf, want) && strstr(buf, "0x");
-    if (!ok)
-        fprintf(stderr, "%s: expected abort with \"%s\", got status %d, stderr \"%s\"\n", name, want, st, buf);
-    CHECK(ok);
+    CHECK(child_aborts(name, fn, want));
 }
 
 static void bad_stack(void **s) { (void)s; int x = 0; nbm_free(&x); }

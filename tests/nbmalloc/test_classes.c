@@ -19,6 +19,7 @@
 
 #include "nbmalloc.h"
 
+#include "child.h"
 #include "../check.h"
 
 #define KIB ((size_t)1 << 10)
@@ -190,31 +191,16 @@ static void test_pages_return(void)
 }
 
 /* --- bad frees, each in a child that must abort with the message ------------- */
+static void (*bad_call)(void);
+static void run_bad_call(void **shared)
+{
+    (void)shared;
+    bad_call();
+}
 static void expect_abort(const char *name, void (*fn)(void), const char *want)
 {
-    int fds[2];
-    if (pipe(fds) != 0)
-        abort();
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        fn();
-        _exit(0); /* not reached when detection works */
-    }
-    close(fds[1]);
-    char buf[512] = { 0 };
-    size_t got = 0;
-    ssize_t r;
-    while (got < sizeof buf - 1 && (r = read(fds[0], buf + got, sizeof buf - 1 - got)) > 0)
-        got += (size_t)r;
-    close(fds[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    bool ok = WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && strstr(buf, want) && strstr(buf, "0x");
-    if (!ok)
-        fprintf(stderr, "%s: expected abort with \"%s\", got status %d, stderr \"%s\"\n", name, want, st, buf);
-    CHECK(ok);
+    bad_call = fn;
+    CHECK(child_aborts(name, run_bad_call, want));
 }
 
 #define BIG_OBJ  ((size_t)44 << 10) /* 5 to a 256 KiB page: objects past its first 64 KiB unit */
