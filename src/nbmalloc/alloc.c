@@ -35,12 +35,10 @@ void *nbm__malloc_generic(size_t n)
     void *p;
     nbm__init(); /* the class tables too: a preloaded malloc may be called
                     from another library's constructor before ours ran */
-    if (n <= NBM_SMALL_MAX) {
-        p = nbm__small_alloc_generic(nbm__class_of(n));
-    } else if (n <= NBM_LARGE_MAX) {
+    if (n <= NBM_LARGE_MAX) {
         p = nbm__small_alloc_generic(nbm__class_of(n));
         bool fresh;
-        if (NBM_UNLIKELY(!p)) /* no page of the class (up to 8 MiB): a block that just fits */
+        if (NBM_UNLIKELY(!p) && n > NBM_SMALL_MAX) /* no page of the class (up to 256 KiB): a block that just fits */
             p = medium(n, 0, &fresh);
     } else if (n <= NBM_MEDIUM_MAX) {
         bool fresh;
@@ -84,12 +82,9 @@ void *nbm__calloc(size_t count, size_t size)
         return NULL;
     }
     if (NBM_LIKELY(n <= NBM_LARGE_MAX)) { /* the size classes: objects are reused dirty */
+        _Static_assert(NBM_LARGE_MAX < NBM_ZERO_LAZY, "class objects are zeroed by memset");
         void *p = nbm__malloc_fast(n);
-        /* from NBM_ZERO_LAZY on, a large class's object is alone in its
-         * page, page-aligned: its untouched pages stay out of memory */
-        if (p && n >= NBM_ZERO_LAZY && !((uintptr_t)p & (NBM_PAGE - 1)))
-            nbm__os_zero(p, n);
-        else if (p)
+        if (p)
             memset(p, 0, n);
         return p;
     }

@@ -12,9 +12,10 @@
  * for. A large class's page is the smallest power of two (at least 64 KiB)
  * whose objects fill 7/8 of it, up to 256 KiB: 20 KiB objects 3 to a 64 KiB
  * page, 18 KiB ones 7 to 128 KiB, 22 KiB ones 11 to 256 KiB, 88 KiB ones 2
- * to 256 KiB (69 %). (Above 128 KiB an object would have a page of its
- * own, as a medium block does: no class there, docs/nbmalloc.md.) The page tail past the last object is never touched:
- * it costs address space, not memory. Pages are capped because a heap's
+ * to 256 KiB (69 %). Above 128 KiB an object would have a page of its
+ * own, as a medium block does: no class there (docs/nbmalloc.md). The page
+ * tail past the last object is never touched: it costs address space, not
+ * memory. Pages are capped because a heap's
  * page of a class strands its freed objects until the page empties: with
  * 7/8 pages for every class (11 objects of 704 KiB in 8 MiB), a storm of 8
  * threads of 16 B..1 MiB requests peaked at 2.2x the resident memory and
@@ -44,9 +45,10 @@ static uint32_t class_size(unsigned c)
 }
 
 /* The page of a class: at least 64 KiB (one class-map unit); a small class
- * fits 8 objects; a large one fills 7/8 of it, or is NBM_LARGE_PAGE, or holds
- * one object (the next power of two above NBM_LARGE_PAGE). */
+ * fits 8 objects; a large one fills 7/8 of it, or is NBM_LARGE_PAGE (which
+ * holds at least one object of the largest class, NBM_LARGE_MAX). */
 #define NBM_LARGE_PAGE ((uint32_t)256 << 10)
+_Static_assert(NBM_LARGE_MAX <= NBM_LARGE_PAGE, "a large page holds an object of every class");
 static uint32_t chunk_size(unsigned c, uint32_t s)
 {
     uint32_t chunk = (uint32_t)1 << NBM_UNIT_SHIFT;
@@ -54,7 +56,7 @@ static uint32_t chunk_size(unsigned c, uint32_t s)
         while (chunk < 8 * s)
             chunk <<= 1;
     } else {
-        while (((uint64_t)(chunk / s) * s * 8 < (uint64_t)chunk * 7 && chunk < NBM_LARGE_PAGE) || chunk < s)
+        while ((uint64_t)(chunk / s) * s * 8 < (uint64_t)chunk * 7 && chunk < NBM_LARGE_PAGE)
             chunk <<= 1;
     }
     return chunk;

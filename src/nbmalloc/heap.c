@@ -261,6 +261,24 @@ static uint32_t carve_max(nbm_tcache_t *tc, nbm_bin_t *bin, const nbm_class_t *c
     return n == 0 ? 1 : n < c->batch ? n : c->batch;
 }
 
+/* A new page of class cls in the bin (a spare of its order first, then the
+ * medium cache, then the back-end), counted and linked. */
+nbm_page_t *nbm__heap_page_new(nbm_tcache_t *tc, nbm_bin_t *bin, unsigned cls)
+{
+    unsigned order = nbm__page_order(cls);
+    void *b = nbm__spare_take(tc, order); /* a spare, else the medium cache's (e.g. an exited thread's) */
+    nbm_page_t *pg = nbm__page_new(cls, (uintptr_t)tc, &tc->arena_hint, b);
+    if (!pg)
+        return NULL;
+    if (!b)
+        nbm__spare_fresh(order);
+    tc->refills++;
+    nbm__heap_decay(tc);
+    binx_of(tc, bin)->fresh++;
+    page_link(tc, bin, pg);
+    return pg;
+}
+
 static bool refill(nbm_tcache_t *tc, unsigned cls)
 {
     nbm_bin_t *bin = &tc->bins[cls];
@@ -286,21 +304,14 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
                 return true;
             continue; /* cannot happen: avail pages hold free objects */
         }
-        void *b = nbm__spare_take(tc, nbm__page_order(cls));
-        if (!b)
-            b = nbm__block_cached(nbm__page_order(cls)); /* e.g. an exited thread's spare */
-        pg = nbm__page_new(cls, (uintptr_t)tc, &tc->arena_hint, b);
+        pg = nbm__heap_page_new(tc, bin, cls);
         if (!pg) {
             if (recovered || !nbm__recover())
                 return false;
             recovered = true;
             continue;
         }
-        tc->refills++;
-        nbm__heap_decay(tc);
         abandoned_decay(tc);
-        x->fresh++;
-        page_link(tc, bin, pg);
         retire_current(bin);
         set_current(bin, pg, NULL);
     }

@@ -483,6 +483,7 @@ NBM_HIDDEN void  nbm__spares_trim(void); /* every heap gives its spares back at 
 NBM_HIDDEN void *nbm__large_alloc(nbm_tcache_t *tc, unsigned cls);
 NBM_HIDDEN void  nbm__heap_decay(nbm_tcache_t *tc); /* spares, then kept pages at an interval's end */
 NBM_HIDDEN uint32_t nbm__sweep_bin(nbm_tcache_t *tc, nbm_bin_t *bin); /* remote frees taken, empty pages out */
+NBM_HIDDEN nbm_page_t *nbm__heap_page_new(nbm_tcache_t *tc, nbm_bin_t *bin, unsigned cls); /* NULL: none */
 
 /* --- the generic entry points (alloc.c, free.c) --------------------------------- */
 NBM_HIDDEN void  *nbm__malloc_generic(size_t n);

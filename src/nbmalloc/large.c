@@ -19,24 +19,17 @@ void *nbm__large_alloc(nbm_tcache_t *tc, unsigned cls)
     if (!bin->avail && x->npages && x->fresh * 4 >= x->npages)
         nbm__sweep_bin(tc, bin);
     while (!bin->avail) {
-        void *b = nbm__spare_take(tc, nbm__page_order(cls));
-        nbm_page_t *pg = nbm__page_new(cls, (uintptr_t)tc, &tc->arena_hint, b);
-        if (pg && !b)
-            nbm__spare_fresh(nbm__page_order(cls));
+        nbm_page_t *pg = nbm__heap_page_new(tc, bin, cls);
         if (!pg) {
             if (recovered || !nbm__recover())
                 return NULL;
             recovered = true;
             continue; /* the recovery swept this heap: avail may hold pages */
         }
-        tc->refills++;
-        nbm__heap_decay(tc);
-        x->fresh++;
-        page_link(tc, bin, pg);
         avail_push(bin, pg);
     }
     nbm_page_t *pg = bin->avail;
-    unsigned k = (unsigned)__builtin_ctz(c->chunk) - NBM_PAGE_SHIFT - NBM_SPARE_ORDER0;
+    unsigned k = nbm__page_order(cls) - NBM_SPARE_ORDER0;
     if (k < NBM_KEPT_ORDERS && tc->kept[k] == pg) { /* in use again */
         tc->kept[k] = NULL;
         tc->kept_used |= 1u << k;

@@ -79,7 +79,7 @@ uint32_t nbm__page_carve(nbm_page_t *pg, void **head, uint32_t max)
     uint32_t n = cap - carved < max ? cap - carved : max;
     if (n == 0)
         return 0;
-    /* Every unit (up to 16, in a 1 MiB page of one object): free reads the
+    /* Every unit (up to 4, in a 256 KiB page): free reads the
      * count in the object's own unit word. (Counting in the first unit only
      * cost free's fast path 4 instructions for the second look.) */
     for (size_t u = 0; u < c->chunk >> NBM_UNIT_SHIFT; u++)
