@@ -168,7 +168,7 @@ void nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg, uint32_t carved)
         keep_empty(tc, pg);
     }
     if (!pg->avail)
-        avail_push(bin, pg);
+        avail_append(bin, pg);
 }
 
 /* Takes a non-current page's remote frees onto its own list. True if the
@@ -216,7 +216,7 @@ uint32_t nbm__sweep_bin(nbm_tcache_t *tc, nbm_bin_t *bin)
             page_drop(tc, bin, pg);
             released++;
         } else if (pg->nfree && !pg->avail) {
-            avail_push(bin, pg);
+            avail_append(bin, pg);
         }
     }
     binx_of(tc, bin)->fresh = 0;
@@ -292,7 +292,12 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
                 bin->head = l; /* the list was empty */
                 return true;
             }
-            if (nbm__page_carve(pg, &bin->head, carve_max(tc, bin, c)) != 0)
+            /* A page fully carved is the common case on a page switch
+             * (random frees leave pages with a free object or two): the
+             * unit word tells it without a call. */
+            uint32_t w = nbm__unit_word((nbm_arena_t *)nbm__owner(bin->cur), bin->cur);
+            if ((w >> NBM_UNIT_CARVED_SHIFT) < c->cap &&
+                nbm__page_carve(pg, &bin->head, carve_max(tc, bin, c)) != 0)
                 return true;
         }
         nbm_binx_t *x = binx_of(tc, bin);

@@ -75,7 +75,7 @@ uint32_t nbm__page_carve(nbm_page_t *pg, void **head, uint32_t max)
     nbm_arena_t *ar = nbm__arena_at(pg->arena);
     size_t u0 = (size_t)(pg - ar->pages);
     uint32_t carved = nbm_load_u32_relaxed(&ar->unit[u0]) >> NBM_UNIT_CARVED_SHIFT;
-    uint32_t cap = c->chunk / c->size;
+    uint32_t cap = c->cap;
     uint32_t n = cap - carved < max ? cap - carved : max;
     if (n == 0)
         return 0;
