@@ -267,7 +267,14 @@ nbm_page_t *nbm__heap_page_new(nbm_tcache_t *tc, nbm_bin_t *bin, unsigned cls)
 {
     unsigned order = nbm__page_order(cls);
     void *b = nbm__spare_take(tc, order); /* a spare, else the medium cache's (e.g. an exited thread's) */
-    nbm_page_t *pg = nbm__page_new(cls, (uintptr_t)tc, &tc->arena_hint, b);
+    /* A spare that was a page of this class comes back with its free list:
+     * a program that fills and empties pages in rounds (thread-test) carves
+     * each page once, not every round. Not a block of the shared medium
+     * cache (pages of NBM_SHARED_ORDER and up): its policy may have purged
+     * the memory, and the list with it, while the unit words stayed. */
+    nbm_page_t *pg = b && order < NBM_SHARED_ORDER ? nbm__page_revive(b, cls, (uintptr_t)tc) : NULL;
+    if (!pg)
+        pg = nbm__page_new(cls, (uintptr_t)tc, &tc->arena_hint, b);
     if (!pg)
         return NULL;
     if (!b)
@@ -317,8 +324,9 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
             continue;
         }
         abandoned_decay(tc);
-        retire_current(bin);
-        set_current(bin, pg, NULL);
+        make_current(bin, pg); /* a revived page's list, else carved next */
+        if (bin->head)
+            return true;
     }
 }
 

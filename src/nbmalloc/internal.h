@@ -423,6 +423,11 @@ NBM_HIDDEN void   nbm__budget_give(size_t bytes);
  * order), or when that is NULL in a block from the back-end; NULL when there
  * is none. */
 NBM_HIDDEN nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t *hint, void *block);
+/* An empty page of class cls that kept its unit words (a spare of the
+ * heap, not forgotten) made the heap's page again with its free list as it
+ * was, so its objects are not carved again; NULL when `block` is no such
+ * page (the caller makes a new page of it). */
+NBM_HIDDEN nbm_page_t *nbm__page_revive(void *block, unsigned cls, uintptr_t heap);
 NBM_HIDDEN unsigned nbm__page_order(unsigned cls);
 /* Carves up to max objects from the page's uncarved tail onto *head (each
  * tagged free); returns how many. */
