@@ -330,6 +330,19 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
     }
 }
 
+void *nbm__small_refill(size_t n)
+{
+    nbm_tcache_t *tc = nbm__tc;
+    unsigned cls = nbm__class_of_small[(n + 15) >> 4];
+    nbm_bin_t *bin = &tc->bins[cls];
+    if (NBM_UNLIKELY(!refill(tc, cls)))
+        return nbm__malloc_generic(n); /* tries once more, sets errno */
+    void **p = bin->head;
+    bin->head = p[0];
+    p[1] = NULL;
+    return p;
+}
+
 void *nbm__small_alloc_generic(unsigned cls)
 {
     nbm_tcache_t *tc = nbm__tcache_get();

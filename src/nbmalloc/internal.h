@@ -449,6 +449,11 @@ NBM_HIDDEN void  nbm__page_release(void *block, unsigned order);
 /* --- heaps (heap.c, desc.c) ------------------------------------------------------ */
 NBM_HIDDEN void *nbm__small_alloc_generic(unsigned cls);
 NBM_HIDDEN void  nbm__small_free_generic(void *p, nbm_page_t *pg);
+/* malloc(n) of a small size on a live heap whose bin for n is empty, its
+ * heartbeat counted (malloc's fast path): the bin refilled and popped
+ * without the generic path's second look at the heap, the class and the
+ * heartbeat; the generic path when no page can be had (ENOMEM). */
+NBM_HIDDEN void *nbm__small_refill(size_t n);
 /* A free of another heap's object whose class buffer is full or holds
  * another page's objects: the buffer is pushed, o starts it again. */
 NBM_HIDDEN void  nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o);
