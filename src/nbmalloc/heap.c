@@ -307,6 +307,22 @@ static bool refill(nbm_tcache_t *tc, unsigned cls)
                 nbm__page_carve(pg, &bin->head, carve_max(tc, bin, c)) != 0)
                 return true;
         }
+        nbm_page_t *av = bin->avail;
+        if (av && av->free) {
+            /* The page switch, the most frequent refill under random frees:
+             * the current page (if any) is exhausted, so the bin's list is
+             * empty and its record's was emptied when it became current
+             * (its owner's frees came to the bin since): nothing goes back
+             * to it (make_current's retire, without the walk and stores). */
+            avail_unlink(bin, av);
+            void *l = av->free;
+            bin->page = av;
+            bin->cur = (uintptr_t)l & ~(uintptr_t)c->chunk_mask;
+            bin->head = l;
+            av->free = NULL;
+            av->nfree = 0;
+            return true;
+        }
         nbm_binx_t *x = binx_of(tc, bin);
         if (!bin->avail && x->fresh * 4 >= x->npages)
             nbm__sweep_bin(tc, bin);
