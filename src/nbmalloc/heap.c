@@ -10,13 +10,17 @@
  *   2. the current page's uncarved tail (a batch at a time: lazy carving
  *      keeps untouched memory free of RSS);
  *   3. another page of the heap with free objects (the bin's avail list,
- *      kept by the owner's frees);
+ *      kept by the owner's frees: the page that waited longest; malloc's
+ *      fast path tries 1 and 2 as a look and this switch with no call,
+ *      switch_page, before the rest);
  *   4. when pages were taken since the last sweep for a quarter of those
  *      held, a sweep: every page of the class has its remote list taken;
  *      empty pages go back (nbm__page_release), others join avail;
- *   5. a new page (a cached free block, else the back-end); when there is
- *      none, the thread collects what the heaps hold and tries once more.
- * An owner's free that empties a non-current page releases it at once.
+ *   5. a new page (a spare of the heap, revived with its free list when it
+ *      was a page of the class; a cached free block; else the back-end);
+ *      when there is none, the thread collects what the heaps hold and
+ *      tries once more.
+ * An owner's free that empties a non-current page makes it a spare at once.
  *
  * Thread exit (a pthread key destructor): held remote frees, medium blocks,
  * descriptors and spares go back, and the record, with its pages and their
