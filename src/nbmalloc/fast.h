@@ -10,15 +10,19 @@
 #include "internal.h"
 
 /* About 14 instructions: a TLS load, the heartbeat countdown, a table
- * lookup, a list pop and the store that clears the freed-object tag. No atomic operation. Another
- * heap's objects this thread freed and still holds (rhead) go first. */
+ * lookup, a list pop and the store that clears the freed-object tag. No atomic operation. Other
+ * heaps' objects this thread freed and still holds (rhead) go first; their
+ * room (rroom) grows by the one taken. */
 __attribute__((always_inline)) static inline void *nbm__malloc_fast(size_t n)
 {
     nbm_tcache_t *tc = nbm__tc;
     if (NBM_LIKELY(n <= NBM_FAST_MAX && tc != NULL && --tc->tick != 0)) {
-        nbm_bin_t *bin = &tc->bins[nbm__class_of_small[(n + 15) >> 4]];
+        /* The bin by byte offset (one shift): indexed as an array, the
+         * compiler kept the index live to address rroom a second way. */
+        nbm_bin_t *bin = (nbm_bin_t *)((char *)tc->bins + (size_t)nbm__class_of_small[(n + 15) >> 4] * sizeof(nbm_bin_t));
         void **p = (void **)bin->rhead;
         if (p != NULL) {
+            bin->rroom++;
             bin->rhead = p[0];
             p[1] = NULL;
             return p;

@@ -24,17 +24,9 @@ void nbm__free_bad(const char *what, const void *p)
 
 void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o, uint32_t w)
 {
-    /* Another heap's page whose objects this thread holds back: such a
-     * page is never ours (it cannot empty meanwhile). */
-    if (NBM_LIKELY(pg == bin->rpage && bin->rhead && bin->rroom)) {
-        o[0] = bin->rhead;
-        bin->rhead = o;
-        bin->rroom--;
-        return;
-    }
     /* Relaxed: only this thread makes a page ours (or stops it being
      * ours); another heap's value is never ours. */
-    if (NBM_LIKELY(nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc)) {
+    if (nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc) {
         o[0] = pg->free;
         pg->free = o;
         uint32_t n = ++pg->nfree, carved = w >> NBM_UNIT_CARVED_SHIFT;
@@ -42,7 +34,15 @@ void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o,
             nbm__page_changed(tc, pg, carved);
         return;
     }
-    nbm__remote_hold(tc, bin, pg, o);
+    /* Another heap's page: held by this thread, whatever the page, while
+     * there is room (remote.c). */
+    if (NBM_LIKELY(bin->rroom != 0)) {
+        o[0] = bin->rhead;
+        bin->rhead = o;
+        bin->rroom--;
+        return;
+    }
+    nbm__remote_hold(tc, bin, o);
 }
 
 void nbm__free_generic(void *p)

@@ -425,6 +425,7 @@ void *nbm__small_alloc_generic(unsigned cls)
     void **p = bin->rhead;
     if (p) { /* held remote frees first, as in nbm__malloc_fast */
         bin->rhead = p[0];
+        bin->rroom++;
         p[1] = NULL;
         return p;
     }

@@ -190,23 +190,23 @@ _Static_assert(sizeof(nbm_page_t) == NBM_CACHE_LINE, "a page record is one cache
  * owner's frees push: no atomic), the other pages the heap owns in the
  * class, and the remote frees the thread holds back.
  *
- * Held remote frees (`rhead`): objects of one page of another heap
- * (`rpage`), freed by this thread and not yet pushed, a chain linked by word
- * 0 and ending in NULL, each tagged freed. Free adds to it while `rroom`
- * allows; a free of the class to another page, a full chain, and the
- * thread's slow paths (heartbeat, nbm_thread_flush, exit, purge, recovery)
- * push it onto rpage's remote list with one CAS. The thread's own mallocs of
- * the class take from it first: to rpage those objects never stopped being
- * in use, so handing one out again changes nothing there, and their lines
- * are in this core's cache. While rhead is not NULL rpage cannot become
- * empty, so it stays the other heap's page; rpage means nothing otherwise. */
+ * Held remote frees (`rhead`): objects of other heaps' pages (any pages,
+ * mixed), freed by this thread and not yet pushed, a list linked by word 0
+ * and ending in NULL, each tagged freed. Free adds to it while `rroom`
+ * allows (objects held + rroom = half a carving batch, once the bin held
+ * any; 0 and 0 before); when it is full, its older half is pushed back, and
+ * the thread's slow paths (heartbeat, nbm_thread_flush, exit, purge,
+ * recovery) push all of it: grouped by page, one CAS onto each page's remote
+ * list (remote.c). The thread's own mallocs of the class take from it first
+ * (rroom grows by one): to their pages those objects never stopped being in
+ * use, so handing one out again changes nothing there, and their lines are
+ * in this core's cache. A page with a held object cannot become empty, so
+ * it stays the other heap's page while held. */
 typedef struct nbm_bin {
-    void    *head;
+    _Alignas(NBM_CACHE_LINE) void *head;
     void    *rhead;
-    void    *rtail;             /* rhead's last object */
     uintptr_t cur;          /* the current page's first byte, 0 = none (free compares with it) */
     struct nbm_page *page;  /* current page, NULL = none */
-    struct nbm_page *rpage;
     struct nbm_page *avail; /* non-current pages with free objects */
     uint32_t rroom;         /* objects rhead may still take before it is pushed */
 } nbm_bin_t;
@@ -454,10 +454,11 @@ NBM_HIDDEN void  nbm__small_free_generic(void *p, nbm_page_t *pg);
  * without the generic path's second look at the heap, the class and the
  * heartbeat; the generic path when no page can be had (ENOMEM). */
 NBM_HIDDEN void *nbm__small_refill(size_t n);
-/* A free of another heap's object whose class buffer is full or holds
- * another page's objects: the buffer is pushed, o starts it again. */
-NBM_HIDDEN void  nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o);
-NBM_HIDDEN void  nbm__remote_flush(nbm_tcache_t *tc); /* every buffer pushed */
+/* A free of another heap's object when the bin holds no more (rroom 0):
+ * the older half of the held objects is pushed back to their pages, o is
+ * held. */
+NBM_HIDDEN void  nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, void **o);
+NBM_HIDDEN void  nbm__remote_flush(nbm_tcache_t *tc); /* every held object pushed */
 /* free of a small object (checked and tagged) on a page other than its bin's
  * current one: held back for another heap's page, or onto this heap's page. */
 NBM_HIDDEN void  nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o, uint32_t w);

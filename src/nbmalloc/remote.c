@@ -1,43 +1,81 @@
 /*
- * remote.c - frees of objects on another heap's pages. The freeing thread
- * holds them in a short chain per class (the bin's rhead..rtail, all of one
- * page) and pushes the chain onto that page's remote list with one CAS when
- * it is full (half a carving batch), when a free goes to another page, and
- * at the heartbeat, nbm_thread_flush, thread exit, nbm_purge and recovery.
- * A held object still counts as in use on its page, so the page cannot be
- * emptied meanwhile; holding adds no shared word (docs/nbmalloc.md).
+ * remote.c - frees of objects on other heaps' pages. The freeing thread
+ * holds them in a list per class (the bin's rhead, linked by word 0), from
+ * any pages of any other heaps, and its own mallocs of the class take from
+ * it first. When the list is full (half a carving batch) its older half is
+ * pushed back, and at the heartbeat, nbm_thread_flush, thread exit,
+ * nbm_purge and recovery all of it: grouped by page, one CAS onto each
+ * page's remote list per group. A held object still counts as in use on its
+ * page, so the page cannot be emptied meanwhile; holding adds no shared
+ * word (docs/nbmalloc.md).
  */
 #include "internal.h"
 
-/* Pushes the bin's held remote frees onto their page (one CAS). */
-static void rheld_push(nbm_bin_t *bin)
+/* Objects a bin holds at most: half a carving batch (at least 2). */
+static uint32_t held_max(nbm_tcache_t *tc, nbm_bin_t *bin)
 {
-    if (!bin->rhead)
-        return;
-    nbm__page_free_remote(bin->rpage, bin->rhead, bin->rtail);
-    bin->rhead = NULL;
-    bin->rpage = NULL;
+    return nbm__classes[bin - tc->bins].batch >> 1;
 }
 
-void nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o)
+/* Pushes every object of the list (of class cls, linked by word 0, ending in
+ * NULL) onto its page's remote list: the objects of the first object's page
+ * are unlinked from the rest (order kept) and pushed with one CAS, then the
+ * rest the same way. At most held_max objects: O(n * pages) comparisons of
+ * page bases, no page record read but the CAS's. */
+static void push_grouped(unsigned cls, void **list)
 {
-    if (bin->rhead && bin->rpage == pg) { /* full: o goes with the others */
-        o[0] = bin->rhead;
-        bin->rhead = o;
-        rheld_push(bin);
-        return;
+    uintptr_t mask = nbm__classes[cls].chunk_mask;
+    while (list) {
+        uintptr_t base = (uintptr_t)list & ~mask;
+        void **first = list, **last = list, **rest = NULL, **rlast = NULL;
+        for (void **o = list[0]; o;) {
+            void **next = o[0];
+            if (((uintptr_t)o & ~mask) == base) {
+                last[0] = o;
+                last = o;
+            } else {
+                if (rlast)
+                    rlast[0] = o;
+                else
+                    rest = o;
+                rlast = o;
+            }
+            o = next;
+        }
+        if (rlast)
+            rlast[0] = NULL;
+        nbm_arena_t *ar = (nbm_arena_t *)nbm__owner(base);
+        nbm__page_free_remote(nbm__page_at(ar, base, mask), first, last);
+        list = rest;
     }
-    rheld_push(bin); /* another page's objects */
-    o[0] = NULL;
+}
+
+void nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, void **o)
+{
+    uint32_t max = held_max(tc, bin), keep = 0;
+    void **h = bin->rhead;
+    if (h) {
+        /* Full: the newer half (at the head) stays, the older goes back. */
+        void **cut = h;
+        for (keep = 1; keep < max / 2 && cut[0]; keep++)
+            cut = cut[0];
+        void **old = cut[0];
+        cut[0] = NULL;
+        push_grouped((unsigned)(bin - tc->bins), old);
+    }
+    o[0] = h;
     bin->rhead = o;
-    bin->rpage = pg;
-    bin->rtail = o;
-    /* Half a carving batch (at least 2): one CAS per that many frees. */
-    bin->rroom = (nbm__classes[bin - tc->bins].batch >> 1) - 1;
+    bin->rroom = max - keep - 1;
 }
 
 void nbm__remote_flush(nbm_tcache_t *tc)
 {
-    for (unsigned c = 0; c < NBM_NCLASSES; c++)
-        rheld_push(&tc->bins[c]);
+    for (unsigned c = 0; c < NBM_NCLASSES; c++) {
+        nbm_bin_t *bin = &tc->bins[c];
+        if (bin->rhead) {
+            push_grouped(c, bin->rhead);
+            bin->rhead = NULL;
+            bin->rroom = held_max(tc, bin);
+        }
+    }
 }

@@ -9,6 +9,9 @@
  *  - another thread's frees are held back by it: its next malloc of the
  *    class returns one of them, and its nbm_thread_flush (it is still alive,
  *    so no exit flush hides a missing one) lets the owner's pages empty;
+ *  - one thread frees the objects of three other heaps' pages interleaved
+ *    and allocates from what it holds: no object handed out twice, none
+ *    lost (the pages all go back once every object is freed);
  *  - producers hand objects to consumers, which free all of them (every free
  *    remote): each object carries its address and a serial in every word,
  *    checked before the free, so two live objects that overlap are caught;
@@ -258,6 +261,93 @@ static int stamped(const uint64_t *p, size_t words, uint64_t serial)
     return 1;
 }
 
+/* --- held frees from many pages of many heaps ------------------------------- */
+/* Three owners allocate MIXED_N objects each (several 64 KiB pages); the main
+ * thread frees them interleaved (every free remote, the pages and heaps
+ * mixed in its held list, which fills and pushes its older half again and
+ * again) and allocates one object per three frees (served from the held
+ * list), stamped. No object may be handed out twice (addresses distinct,
+ * stamps intact) or lost: once everything is freed and the owners have
+ * exited, nbm_purge leaves no more pages than before. */
+#define MIXED_OWNERS 3
+#define MIXED_N      3000
+static uint64_t *mixed_objs[MIXED_OWNERS][MIXED_N];
+static atomic_int mixed_phase, mixed_nulls;
+
+static void *mixed_owner(void *arg)
+{
+    uint64_t **v = arg;
+    for (int i = 0; i < MIXED_N; i++) {
+        v[i] = nbm_malloc(64);
+        if (!v[i])
+            atomic_fetch_add(&mixed_nulls, 1); /* checked by the main thread: CHECK is not thread-safe */
+    }
+    atomic_fetch_add(&mixed_phase, 1);
+    while (atomic_load(&mixed_phase) < MIXED_OWNERS + 1)
+        sched_yield();
+    return NULL;
+}
+
+static int cmp_ptr(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_held_mixed(void)
+{
+    nbm_purge();
+    nbm_stats_t s0, s1;
+    nbm_get_stats(&s0);
+    pthread_t t[MIXED_OWNERS];
+    atomic_store(&mixed_phase, 0);
+    for (int k = 0; k < MIXED_OWNERS; k++)
+        CHECK(pthread_create(&t[k], NULL, mixed_owner, mixed_objs[k]) == 0);
+    while (atomic_load(&mixed_phase) < MIXED_OWNERS)
+        sched_yield();
+    CHECK_EQ(atomic_load(&mixed_nulls), 0);
+    if (atomic_load(&mixed_nulls) != 0) {
+        atomic_store(&mixed_phase, MIXED_OWNERS + 1);
+        for (int k = 0; k < MIXED_OWNERS; k++)
+            pthread_join(t[k], NULL);
+        return;
+    }
+    enum { GOT = MIXED_OWNERS * MIXED_N / 3 };
+    static uint64_t *got[GOT];
+    int ngot = 0;
+    uint64_t serial = 0x5eed;
+    for (int i = 0; i < MIXED_N; i++) {
+        /* Owners in turn, each at a stride through its objects: pages mix. */
+        int j = (int)(((long)i * 7) % MIXED_N);
+        for (int k = 0; k < MIXED_OWNERS; k++)
+            nbm_free(mixed_objs[k][j]);
+        uint64_t *p = nbm_malloc(64);
+        CHECK(p != NULL);
+        stamp(p, 8, serial + (uint64_t)ngot);
+        got[ngot++] = p;
+    }
+    size_t bad = 0;
+    for (int i = 0; i < ngot; i++)
+        bad += !stamped(got[i], 8, serial + (uint64_t)i);
+    CHECK_EQ(bad, 0);
+    qsort(got, (size_t)ngot, sizeof got[0], cmp_ptr);
+    size_t dup = 0;
+    for (int i = 1; i < ngot; i++)
+        dup += got[i] == got[i - 1];
+    CHECK_EQ(dup, 0);
+    for (int i = 0; i < ngot; i++)
+        nbm_free(got[i]);
+    nbm_thread_flush(); /* the held objects go back to their pages */
+    atomic_store(&mixed_phase, MIXED_OWNERS + 1);
+    for (int k = 0; k < MIXED_OWNERS; k++)
+        pthread_join(t[k], NULL);
+    nbm_purge(); /* the exited owners' heaps: every page empty, given back */
+    nbm_get_stats(&s1);
+    CHECK(s1.chunks <= s0.chunks);
+    printf("held frees of %d heaps mixed: %d objects reused, pages %zu before, %zu after\n", MIXED_OWNERS, ngot,
+           (size_t)s0.chunks, (size_t)s1.chunks);
+}
+
 /* Slot layout: the object; its first two words hold size and serial, the
  * rest the stamp. */
 static void *producer(void *arg)
@@ -352,6 +442,7 @@ int main(int argc, char **argv)
     test_spare_revive();
     test_remote_page_reuse();
     test_held_remote();
+    test_held_mixed();
     test_prodcons(2);
     TEST_MAIN_END();
 }
