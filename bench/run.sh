@@ -12,8 +12,9 @@
 #      and each LD_PRELOADed malloc, on every workload that declares a
 #      front-end run (one process per run of a workload, parameter value
 #      and thread count, the mallocs' runs interleaved round-robin with the
-#      order rotated each round; the workload's own thread counts and runs,
-#      else 1,2,4 and 5; bench/merge_runs.py joins the processes' JSON), the
+#      order rotated each round; the workload's own thread counts, else
+#      1,2,4, and at least --frontend-runs runs per cell, more if the
+#      workload asks; bench/merge_runs.py joins the processes' JSON), the
 #      memory-return experiment (bench/memreturn under each malloc,
 #      --memreturn-rounds interleaved rounds), plus bench/lockfree_list;
 #   5. bench/plot.py: PNGs in the results directory and the report.
@@ -31,6 +32,9 @@
 #   --main-only | BENCH_MAIN_ONLY=1  skip targets, counting and front-end
 #   --frontend-only | BENCH_FRONTEND_ONLY=1  only the front-end comparison
 #                                    (the main suite's earlier results stay)
+#   --frontend-runs N | BENCH_FE_RUNS  processes per malloc and front-end cell,
+#                                    at least (default 7; 1 at smoke); 3-5
+#                                    left some cells with spreads of +-50-99%
 #   --memreturn-rounds N | BENCH_MR_ROUNDS  interleaved bench/memreturn runs
 #                                    per malloc (default 1 at smoke and quick:
 #                                    ~30 s a round at quick; 3 at paper)
@@ -51,6 +55,7 @@ MAIN_ONLY=${BENCH_MAIN_ONLY:-0}
 FRONTEND_ONLY=${BENCH_FRONTEND_ONLY:-0}
 NO_DEPS=${BENCH_NO_DEPS:-0}
 MR_ROUNDS=${BENCH_MR_ROUNDS:-}
+FE_RUNS=${BENCH_FE_RUNS:-7}
 while [ $# -gt 0 ]; do
   case "$1" in
     --scale) SCALE=$2; shift 2 ;;
@@ -63,13 +68,15 @@ while [ $# -gt 0 ]; do
     --main-only) MAIN_ONLY=1; shift ;;
     --frontend-only) FRONTEND_ONLY=1; shift ;;
     --memreturn-rounds) MR_ROUNDS=$2; shift 2 ;;
+    --frontend-runs) FE_RUNS=$2; shift 2 ;;
     --no-deps) NO_DEPS=1; shift ;;
-    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 case "$SCALE" in smoke|quick|paper) ;; *) echo "run.sh: --scale must be smoke, quick or paper" >&2; exit 2 ;; esac
 case "$MR_ROUNDS" in ''|[1-9]|[1-9][0-9]) ;; *) echo "run.sh: --memreturn-rounds must be 1..99" >&2; exit 2 ;; esac
+case "$FE_RUNS" in [1-9]|[1-9][0-9]) ;; *) echo "run.sh: --frontend-runs must be 1..99" >&2; exit 2 ;; esac
 if [ "$MAIN_ONLY" = 1 ] && [ "$FRONTEND_ONLY" = 1 ]; then
   echo "run.sh: --main-only and --frontend-only exclude each other" >&2; exit 2
 fi
@@ -200,6 +207,7 @@ for w in json.load(open(sys.argv[1]))["workloads"]:
   part=0
   while IFS=$'\t' read -r wl fe popt pvals fet fer; do
     part=$((part + 1))
+    [ "$fer" -ge "$FE_RUNS" ] || fer=$FE_RUNS
     [ "$SCALE" != smoke ] || fer=1
     tp=$(date +%s)
     nproc=0
