@@ -387,6 +387,9 @@ NBM_HIDDEN bool     nbm__os_move(void *from, size_t len, void *to);
 /* [p, p + size) mapped afresh (mmap MAP_FIXED: empty, and merged with its
  * neighbours); false if refused (then purged instead). */
 NBM_HIDDEN bool     nbm__os_renew(void *p, size_t size);
+/* The process's kernel mappings (lines of /proc/self/maps); SIZE_MAX if
+ * they cannot be counted. */
+NBM_HIDDEN size_t   nbm__os_mappings(void);
 /* vec[i] = 1 if page i from p is resident (mincore; all 1 if unknown). */
 NBM_HIDDEN void     nbm__os_resident(void *p, size_t pages, unsigned char *vec);
 NBM_HIDDEN uint64_t nbm__os_now_ns(void);                               /* coarse monotonic */
@@ -424,7 +427,7 @@ NBM_HIDDEN size_t nbm__medium_fill(char *block, size_t off, size_t len);
  * dst in the caller's medium block `block` (nbm__os_move), within the
  * budget of mappings moves may leave behind; false if refused or over
  * budget (the caller faults instead). */
-NBM_HIDDEN bool  nbm__medium_move(char *block, char *dst, void *src, size_t len);
+NBM_HIDDEN bool  nbm__medium_move(char *block, char *dst, void *src, size_t len, bool pieces);
 NBM_HIDDEN void  nbm__medium_free(nbm_arena_t *ar, void *p, const char *who);
 NBM_HIDDEN size_t nbm__medium_size(nbm_arena_t *ar, const void *p, const char *who, const char *freed);
 NBM_HIDDEN nbm_arena_t *nbm__arena_at(uint32_t i);

@@ -357,14 +357,13 @@ void nbm__decay_sweep(bool all)
  * are outstanding: a move beyond it is not made, and the request faults in
  * its memory instead. Each is counted in its destination block's extent
  * word; mapping the block afresh (heal: mmap MAP_FIXED over it, when it is
- * purged) merges it back into its neighbours and gives
- * its count back. A block gives pages only from above its moved_top (every
- * range moved into it lies below): there it is one mapping. A range of
- * several mappings would move as several (and fails to move before Linux
- * 6.17), and letting every block give pages multiplied the mappings (2,929
- * after 1,000 replacements of `large-blocks`, 4,963 after 4,000, still
- * growing). A count lost (a block that became a page, a saturated count)
- * only lowers the budget. */
+ * purged) merges it back into its neighbours and gives its count back. A
+ * count lost (a block that became a page, a saturated count) only lowers
+ * the budget. Above a block's moved_top (every range moved into it lies
+ * below) the block is one mapping; below, a move out makes one mapping per
+ * piece (Linux 6.17 and later; before, it fails), so the pieces multiply
+ * (2,929 mappings after 1,000 replacements of `large-blocks`): such moves
+ * are made only while the process has few mappings (maps_check). */
 #define NBM_MOVE_BUDGET 4096u
 #define NBM_FRAGS_MAX   255u
 
@@ -402,16 +401,47 @@ static void heal(nbm_arena_t *ar, void *p, unsigned order)
     }
 }
 
-bool nbm__medium_move(char *block, char *dst, void *src, size_t len)
+/* Moves out of ranges of several mappings (below a block's moved top) are
+ * made while the process has few mappings: now and then (after
+ * NBM_MAPS_EVERY moves, or an eighth of the mappings counted last if more:
+ * counting costs about 1.4 us a mapping, so about 11 us a move at most) one
+ * thread counts them (/proc/self/maps) and allows such moves below
+ * NBM_MAPS_LOW, forbids them above NBM_MAPS_HIGH (or if it cannot count,
+ * or a kernel before 6.17 refused one). */
+#define NBM_MAPS_EVERY 128u
+#define NBM_MAPS_LOW   4096u
+#define NBM_MAPS_HIGH  8192u
+static _Atomic uint32_t pieces_ok = 1, pieces_never, moves_seen, maps_due = NBM_MAPS_EVERY;
+
+static void maps_check(uint32_t seen)
 {
-    bool extends = (uintptr_t)src == last_src && (uintptr_t)dst == last_dst;
+    uint32_t due = nbm_load_u32_relaxed(&maps_due);
+    if (seen < due || !nbm_cas_u32(&maps_due, &due, UINT32_MAX))
+        return; /* not yet, or another thread counts */
+    size_t n = nbm__os_mappings();
+    if (n > NBM_MAPS_HIGH)
+        nbm_store_u32_relaxed(&pieces_ok, 0);
+    else if (n < NBM_MAPS_LOW && !nbm_load_u32_relaxed(&pieces_never))
+        nbm_store_u32_relaxed(&pieces_ok, 1);
+    size_t gap = n != SIZE_MAX && n / 8 > NBM_MAPS_EVERY ? n / 8 : NBM_MAPS_EVERY;
+    nbm_store_u32_relaxed(&maps_due, seen + (uint32_t)gap);
+}
+
+bool nbm__medium_move(char *block, char *dst, void *src, size_t len, bool pieces)
+{
+    bool extends = !pieces && (uintptr_t)src == last_src && (uintptr_t)dst == last_dst;
     if (!extends && !budget_take())
         return false;
     if (!nbm__os_move(src, len, dst)) {
+        if (pieces) {
+            nbm_store_u32_relaxed(&pieces_never, 1);
+            nbm_store_u32_relaxed(&pieces_ok, 0);
+        }
         if (!extends)
             budget_give(1);
         return false;
     }
+    maps_check(nbm_add_u32(&moves_seen, 1) + 1);
     last_src = (uintptr_t)src + len;
     last_dst = (uintptr_t)dst + len;
     nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)block);
@@ -440,7 +470,7 @@ bool nbm__medium_move(char *block, char *dst, void *src, size_t len)
  * resident pages per move; *e drops to the lowest page scanned (nothing
  * above it is resident now). Returns the pages moved; *ok false when a move
  * failed. */
-static size_t take_top(char *b, uint32_t *e, size_t floor, char *block, char *dst, size_t need, unsigned *calls, bool *ok)
+static size_t take_top(char *b, uint32_t *e, size_t floor, size_t mtop, char *block, char *dst, size_t need, unsigned *calls, bool *ok)
 {
     unsigned char vec[NBM_SCAN_PAGES];
     size_t got = 0, top = *e;
@@ -457,7 +487,7 @@ static size_t take_top(char *b, uint32_t *e, size_t floor, char *block, char *ds
                 break;
             (*calls)++;
             if (!nbm__medium_move(block, dst + (got << NBM_PAGE_SHIFT), b + ((lo + j) << NBM_PAGE_SHIFT),
-                                  (i - j) << NBM_PAGE_SHIFT)) {
+                                  (i - j) << NBM_PAGE_SHIFT, lo + j < mtop)) {
                 *ok = false;
                 *e = (uint32_t)(lo + i);
                 return got;
@@ -498,14 +528,15 @@ size_t nbm__medium_fill(char *block, size_t off, size_t len)
             nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)b);
             _Atomic uint32_t *ext = extent_of(ar, b);
             uint32_t w = nbm_load_u32_relaxed(ext), e = EXT_PAGES(w);
-            uint32_t floor = nbm_load_u32_relaxed(moved_top_of(ar, b));
+            uint32_t mtop = nbm_load_u32_relaxed(moved_top_of(ar, b));
+            uint32_t floor = nbm_load_u32_relaxed(&pieces_ok) ? 0 : mtop;
             if (e <= floor)
                 continue; /* nothing resident above what moves cut up (see above) */
             if (ds->bump == NBM_PAGE_UNITS) {
                 nbm__page_forget(b, order);
                 ds->bump = NULL;
             }
-            done += take_top(b, &e, floor, block, block + off + (done << NBM_PAGE_SHIFT), need - done, &calls, &ok);
+            done += take_top(b, &e, floor, mtop, block, block + off + (done << NBM_PAGE_SHIFT), need - done, &calls, &ok);
             nbm_store_u32_relaxed(ext, EXT(e, EXT_FRAGS(w)));
         }
         if (first)

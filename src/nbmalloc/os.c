@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -209,6 +210,25 @@ bool nbm__os_renew(void *p, size_t size)
         nbm__fatal("a failed mmap left a range unmapped at", p);
     errno = saved;
     return ok;
+}
+
+size_t nbm__os_mappings(void)
+{
+    int saved = errno;
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        errno = saved;
+        return SIZE_MAX;
+    }
+    char buf[4096];
+    size_t n = 0;
+    ssize_t k;
+    while ((k = read(fd, buf, sizeof buf)) > 0)
+        for (ssize_t i = 0; i < k; i++)
+            n += buf[i] == '\n';
+    close(fd);
+    errno = saved;
+    return k < 0 ? SIZE_MAX : n;
 }
 
 /* vec[i] = 1 if page i of [p, p + pages * 4 KiB) is resident, else 0

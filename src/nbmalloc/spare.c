@@ -118,7 +118,7 @@ size_t nbm__spares_fill(nbm_tcache_t *tc, char *block, size_t off, size_t len)
                 tc->spare_low[k] = tc->nspare[k];
             for (size_t off = 0; off < run; off += size)
                 nbm__page_forget((void *)(base + off), order);
-            bool moved = nbm__medium_move(block, dst + done, (void *)base, run);
+            bool moved = nbm__medium_move(block, dst + done, (void *)base, run, false);
             for (size_t off = 0; off < run; off += size) {
                 if (moved)
                     nbm__page_release_moved((void *)(base + off));
