@@ -116,14 +116,14 @@ size_t nbm__spares_fill(nbm_tcache_t *tc, char *block, size_t off, size_t len)
             tc->nspare[k] -= n;
             if (tc->spare_low[k] > tc->nspare[k])
                 tc->spare_low[k] = tc->nspare[k];
-            for (size_t off = 0; off < run; off += size)
-                nbm__page_forget((void *)(base + off), order);
+            for (size_t o = 0; o < run; o += size)
+                nbm__page_forget((void *)(base + o), order);
             bool moved = nbm__medium_move(block, dst + done, (void *)base, run, false);
-            for (size_t off = 0; off < run; off += size) {
+            for (size_t o = 0; o < run; o += size) {
                 if (moved)
-                    nbm__page_release_moved((void *)(base + off));
+                    nbm__page_release_moved((void *)(base + o));
                 else
-                    nbm__page_release((void *)(base + off), order);
+                    nbm__page_release((void *)(base + o), order);
             }
             if (!moved)
                 return done;
