@@ -13,9 +13,20 @@
  * once more. */
 static void *medium(size_t n, size_t align, bool *fresh)
 {
-    void *p = nbm__medium_alloc(n, align, fresh, nbm__tcache_get());
+    nbm_tcache_t *tc = nbm__tcache_get();
+    nbm_hole_t hole;
+    char *p = nbm__medium_alloc(n, align, fresh, tc, &hole);
     if (NBM_UNLIKELY(!p) && nbm__recover())
-        p = nbm__medium_alloc(n, align, fresh, nbm__tcache_get());
+        p = nbm__medium_alloc(n, align, fresh, tc = nbm__tcache_get(), &hole);
+    if (p && hole.len) {
+        /* Resident free memory first, before the request faults in new:
+         * the heap's empty pages, then cached medium blocks. */
+        size_t got = tc ? nbm__spares_fill(tc, p, hole.off, hole.len) : 0;
+        if (hole.len - got >= NBM_MOVE_CACHED_MIN)
+            got += nbm__medium_fill(p, hole.off + got, hole.len - got);
+        if (got)
+            *fresh = false;
+    }
     return p;
 }
 

@@ -406,7 +406,7 @@ void *nbm__small_alloc_generic(unsigned cls)
     nbm_tcache_t *tc = nbm__tcache_get();
     if (NBM_UNLIKELY(!tc)) {
         bool fresh;
-        return nbm__medium_alloc(nbm__classes[cls].size, 0, &fresh, NULL);
+        return nbm__medium_alloc(nbm__classes[cls].size, 0, &fresh, NULL, NULL);
     }
     /* A large malloc counts 16 on the heartbeat; its heartbeat also sweeps
      * the medium cache, as a medium call does (small ones do not: a phase of

@@ -275,6 +275,15 @@ typedef struct nbm_arena {
     _Atomic uint32_t unit[NBM_UNITS];      /* class + 1 | objects carved << 8 */
     _Atomic uint8_t page_order[NBM_PAGES]; /* order + 1 of a medium block here (| 0x80: freed, cached) */
     _Atomic uint32_t retired;              /* NBM_ARENA_* below; 0 = in use */
+    /* At the first unit of a medium block of NBM_MOVE_ORDER and up (live,
+     * or freed in a cache): how many 4 KiB pages from its start may be
+     * resident (the largest request it served since it came from the
+     * back-end, purged; less what was moved out of it). medium.c. */
+    _Atomic uint32_t extent[NBM_UNITS];
+    /* Beside it: the page below which every range moved into the block
+     * since it was last mapped afresh lies (above it the block is one
+     * kernel mapping). */
+    _Atomic uint32_t moved_top[NBM_UNITS];
     nbm_page_t pages[NBM_UNITS];           /* page records, at a page's first unit */
 } nbm_arena_t;
 
@@ -332,6 +341,7 @@ NBM_HIDDEN void nbm__classes_init(void);
 typedef struct nbm_gstats {
     _Atomic uint64_t arenas, arena_bytes, chunks, chunk_bytes, medium_live, medium_cached;
     _Atomic uint64_t purged, huge_live, huge_bytes, threads, refills, drains;
+    _Atomic uint64_t moved; /* bytes of resident free pages moved into new blocks (nbm__os_move) */
 } nbm_gstats_t;
 NBM_HIDDEN extern nbm_gstats_t nbm__gstats;
 
@@ -376,6 +386,17 @@ NBM_HIDDEN void     nbm__os_purge(void *p, size_t size);                 /* MADV
  * out of memory (purged instead of written). */
 NBM_HIDDEN void     nbm__os_zero(void *p, size_t n);
 NBM_HIDDEN bool     nbm__os_remap(void *p, size_t old, size_t size, void *to); /* mremap; to NULL: in place */
+/* The pages of [from, from + len) moved to [to, to + len), no copy; from
+ * reads as zeros after. False if refused (no move is tried again). */
+NBM_HIDDEN bool     nbm__os_move(void *from, size_t len, void *to);
+/* [p, p + size) mapped afresh (mmap MAP_FIXED: empty, and merged with its
+ * neighbours); false if refused (then purged instead). */
+NBM_HIDDEN bool     nbm__os_renew(void *p, size_t size);
+/* The process's kernel mappings (lines of /proc/self/maps); SIZE_MAX if
+ * they cannot be counted. */
+NBM_HIDDEN size_t   nbm__os_mappings(void);
+/* vec[i] = 1 if page i from p is resident (mincore; all 1 if unknown). */
+NBM_HIDDEN void     nbm__os_resident(void *p, size_t pages, unsigned char *vec);
 NBM_HIDDEN uint64_t nbm__os_now_ns(void);                               /* coarse monotonic */
 NBM_HIDDEN size_t   nbm__os_peak_rss(void);
 NBM_HIDDEN _Noreturn void nbm__fatal(const char *what, const void *p);
@@ -387,7 +408,31 @@ NBM_HIDDEN void     nbm__write_hex(int fd, uintptr_t v);
 NBM_HIDDEN void *nbm__block_alloc(unsigned order, uint32_t *hint);  /* a back-end block, NULL = none */
 NBM_HIDDEN void *nbm__block_cached(unsigned order); /* a block of the medium cache, or NULL */
 NBM_HIDDEN void  nbm__block_free(nbm_arena_t *ar, void *p);          /* back to the back-end */
-NBM_HIDDEN void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc); /* fresh: known zero */
+/* Resident free memory moves where it is needed (one budget for all
+ * sizes): a medium block of NBM_MOVE_ORDER and up whose request reaches past
+ * what it may have resident (a block new from the back-end has nothing) has a
+ * *hole*, [off, off + len) in the request, and before the request returns
+ * the hole is filled with pages moved from free memory that is resident:
+ * the heap's spare pages (nbm__spares_fill), then cached medium blocks
+ * (nbm__medium_fill). Holes under NBM_MOVE_MIN are left to fault. */
+#define NBM_MOVE_ORDER 6                     /* 256 KiB */
+#define NBM_MOVE_MIN   ((size_t)64 << 10)
+#define NBM_MOVE_CACHED_MIN ((size_t)1 << 20) /* from cached medium blocks: holes of 1 MiB and up */
+typedef struct nbm_hole {
+    size_t off, len; /* len 0: none */
+} nbm_hole_t;
+/* A medium block for size bytes aligned to align; fresh: known zero; hole
+ * (NULL: not wanted): the part of the request to fill. */
+NBM_HIDDEN void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc, nbm_hole_t *hole);
+/* Moves resident pages of cached medium blocks into [block + off, + len)
+ * (page-aligned, of the caller's block and not resident); returns the bytes
+ * filled from there on. */
+NBM_HIDDEN size_t nbm__medium_fill(char *block, size_t off, size_t len);
+/* One move of len bytes of resident pages from src (one kernel mapping) to
+ * dst in the caller's medium block `block` (nbm__os_move), within the
+ * budget of mappings moves may leave behind; false if refused or over
+ * budget (the caller faults instead). */
+NBM_HIDDEN bool  nbm__medium_move(char *block, char *dst, void *src, size_t len, bool pieces);
 NBM_HIDDEN void  nbm__medium_free(nbm_arena_t *ar, void *p, const char *who);
 NBM_HIDDEN size_t nbm__medium_size(nbm_arena_t *ar, const void *p, const char *who, const char *freed);
 NBM_HIDDEN nbm_arena_t *nbm__arena_at(uint32_t i);
@@ -445,6 +490,9 @@ NBM_HIDDEN void *nbm__page_unmake(nbm_page_t *pg); /* an empty page: its block (
 NBM_HIDDEN void  nbm__page_forget(void *block, unsigned order);
 /* The one place an empty page's block goes back (see page.c). */
 NBM_HIDDEN void  nbm__page_release(void *block, unsigned order);
+/* As nbm__page_release for a block whose unit words were cleared
+ * (nbm__page_forget) and whose memory was moved out: no madvise. */
+NBM_HIDDEN void  nbm__page_release_moved(void *block);
 
 /* --- heaps (heap.c, desc.c) ------------------------------------------------------ */
 NBM_HIDDEN void *nbm__small_alloc_generic(unsigned cls);
@@ -491,6 +539,10 @@ NBM_HIDDEN void *nbm__spare_take(nbm_tcache_t *tc, unsigned order);
 NBM_HIDDEN void  nbm__spare_fresh(unsigned order);
 NBM_HIDDEN bool  nbm__spares_release(nbm_tcache_t *tc); /* all to the OS and back-end; true if any */
 NBM_HIDDEN void  nbm__spares_give(nbm_tcache_t *tc);    /* all to the medium cache (thread exit) */
+/* Moves the memory of whole spares into [block + off, + len) of a medium
+ * block (page-aligned, the caller's and not resident); the spares go to the
+ * back-end. Returns the bytes filled from there on. */
+NBM_HIDDEN size_t nbm__spares_fill(nbm_tcache_t *tc, char *block, size_t off, size_t len);
 /* Every half NBM_PURGE_DELAY_MS: spares not needed in the interval go back;
  * true when an interval ended (the heap's kept pages decay then too). */
 NBM_HIDDEN bool  nbm__spares_decay(nbm_tcache_t *tc);

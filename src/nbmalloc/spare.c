@@ -91,6 +91,48 @@ void nbm__spares_give(nbm_tcache_t *tc)
     }
 }
 
+/* Whole spares, larger pages first, their memory moved into the hole; a run
+ * of spares that follow each other on the list and in memory (as pages
+ * emptied in the order they were filled do) moves with one call. Each
+ * leaves the heap as a released spare does, but with nothing left to purge. */
+size_t nbm__spares_fill(nbm_tcache_t *tc, char *block, size_t off, size_t len)
+{
+    char *dst = block + off;
+    size_t done = 0;
+    for (unsigned k = NBM_SPARE_ORDERS; k-- > 0;) {
+        unsigned order = k + NBM_SPARE_ORDER0;
+        size_t size = NBM_PAGE << order;
+        while (tc->spare[k] && len - done >= size) {
+            nbm_page_t *last = tc->spare[k];
+            uintptr_t base = nbm__page_base(last);
+            size_t run = size;
+            uint32_t n = 1;
+            while (last->next && len - done - run >= size && nbm__page_base(last->next) == base + run) {
+                last = last->next;
+                run += size;
+                n++;
+            }
+            tc->spare[k] = last->next;
+            tc->nspare[k] -= n;
+            if (tc->spare_low[k] > tc->nspare[k])
+                tc->spare_low[k] = tc->nspare[k];
+            for (size_t o = 0; o < run; o += size)
+                nbm__page_forget((void *)(base + o), order);
+            bool moved = nbm__medium_move(block, dst + done, (void *)base, run, false);
+            for (size_t o = 0; o < run; o += size) {
+                if (moved)
+                    nbm__page_release_moved((void *)(base + o));
+                else
+                    nbm__page_release((void *)(base + o), order);
+            }
+            if (!moved)
+                return done;
+            done += run;
+        }
+    }
+    return done;
+}
+
 void *nbm__spare_take(nbm_tcache_t *tc, unsigned order)
 {
     if (order >= NBM_SHARED_ORDER)

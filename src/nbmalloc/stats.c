@@ -58,6 +58,7 @@ void nbm_stats_print(int fd)
     line(fd, "medium live     ", s.medium_live, " blocks");
     line(fd, "medium cached   ", s.medium_cached >> 10, " KiB");
     line(fd, "purged (total)  ", s.purged_bytes >> 10, " KiB");
+    line(fd, "moved (total)   ", nbm_load_u64_relaxed(&nbm__gstats.moved) >> 10, " KiB");
     line(fd, "huge live       ", s.huge_live, " mappings");
     line(fd, "huge bytes      ", s.huge_bytes >> 10, " KiB");
     line(fd, "thread heaps    ", s.threads, " taken (new or adopted)");

@@ -21,13 +21,27 @@
  *     a freed medium block is purged at once and nothing is cached.
  *   nbm_test_policy limit    (run with NBM_LIMIT_MB=256)
  *     a huge realloc beyond the limit fails with ENOMEM, the block intact.
+ *   nbm_test_policy move [--no-rss]  (run with NBM_PURGE_DELAY_MS=10000:
+ *                                     nothing decays during the test)
+ *     resident free memory moves where it is needed (one budget for all
+ *     sizes, medium.c):
+ *     phase: 64 MiB of 64-byte objects freed, then 64 MiB of 256 KiB
+ *       blocks written: the blocks take the freed pages' memory, so they
+ *       fault in almost nothing and the resident set does not grow by them;
+ *     orders: a 32 MiB block, 24 MiB of it written, freed; a 2 MiB block
+ *       then takes its memory (no cached block of its order or near it)
+ *       and faults in almost nothing; a 3 MiB calloc that takes more of it
+ *       reads zeros; each block keeps its own bytes. With --no-rss (the
+ *       sanitizers fault in their shadow memory) only the bytes are checked.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -266,6 +280,88 @@ static void test_abandoned(void)
     CHECK(rss_bytes() + 24 * MIB <= high);
 }
 
+static long minor_faults(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
+}
+
+static void test_move_phase(bool rss)
+{
+    const size_t phase = 64 * MIB, big = 256 << 10;
+    void *head = NULL;
+    for (size_t got = 0; got < phase; got += 64) {
+        void **o = nbm_malloc(64);
+        if (!o) {
+            CHECK(!"64-byte objects");
+            break;
+        }
+        o[0] = head;
+        head = o;
+    }
+    size_t high = rss_bytes();
+    while (head) {
+        void *next = *(void **)head;
+        nbm_free(head);
+        head = next;
+    }
+    long f0 = minor_faults();
+    size_t n = phase / big, bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        void **b = nbm_malloc(big);
+        CHECK(b != NULL);
+        if (!b)
+            break;
+        memset(b, (int)(i & 0xff), big);
+        b[0] = head;
+        head = b;
+    }
+    long faults = minor_faults() - f0;
+    size_t after = rss_bytes();
+    for (size_t i = n; head; i--) {
+        void **b = head;
+        head = b[0];
+        bad += ((unsigned char *)b)[big - 1] != (unsigned char)((i - 1) & 0xff);
+        nbm_free(b);
+    }
+    CHECK_EQ(bad, 0);
+    printf("move phase: %ld faults writing %zu MiB of 256 KiB blocks, resident %zu MiB after the small phase, %zu MiB after\n",
+           faults, phase >> 20, high >> 20, after >> 20);
+    if (rss) {
+        CHECK(faults < (long)(phase / 4096 / 16));
+        CHECK(after <= high + 16 * MIB);
+    }
+}
+
+static void test_move_orders(bool rss)
+{
+    char *a = nbm_malloc(32 * MIB);
+    CHECK(a != NULL);
+    memset(a, 0x5a, 24 * MIB);
+    nbm_free(a);
+    long f0 = minor_faults();
+    char *b = nbm_malloc(2 * MIB);
+    CHECK(b != NULL);
+    memset(b, 0x11, 2 * MIB);
+    long faults = minor_faults() - f0;
+    unsigned char *c = nbm_calloc(3, MIB);
+    CHECK(c != NULL);
+    size_t nonzero = 0, wrong = 0;
+    for (size_t i = 0; i < 3 * MIB; i++)
+        nonzero += c[i] != 0;
+    memset(c, 0x22, 3 * MIB);
+    for (size_t i = 0; i < 2 * MIB; i++)
+        wrong += (unsigned char)b[i] != 0x11;
+    CHECK_EQ(nonzero, 0);
+    CHECK_EQ(wrong, 0);
+    printf("move orders: %ld faults writing a 2 MiB block after a 32 MiB one was freed\n", faults);
+    if (rss)
+        CHECK(faults < 64);
+    nbm_free(b);
+    nbm_free(c);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -274,12 +370,16 @@ int main(int argc, char **argv)
         test_shrink();
         test_remap();
         test_abandoned();
+    } else if (!strcmp(mode, "move")) {
+        bool rss = !(argc > 2 && !strcmp(argv[2], "--no-rss"));
+        test_move_phase(rss);
+        test_move_orders(rss);
     } else if (!strcmp(mode, "limit")) {
         test_limit();
     } else if (!strcmp(mode, "nocache")) {
         test_nocache();
     } else {
-        fprintf(stderr, "usage: nbm_test_policy policy|nocache|limit\n");
+        fprintf(stderr, "usage: nbm_test_policy policy|nocache|limit|move [--no-rss]\n");
         return 2;
     }
     TEST_MAIN_END();
