@@ -36,6 +36,15 @@ struct nbbs_cache {
     /* Per order: refills left that do not try to carve (the tree had no
      * block of the carve order lately: a failed tree scan is costly). */
     unsigned               backoff[NBBS_CACHE_MAX_ORDERS];
+    /* Per order: refills left that take one block from the tree instead of
+     * a batch (a refill's search for a block of that order failed lately:
+     * near full, the search that ends a batch walks the whole arena, and
+     * blocks held in a cache are missing to the other orders). */
+    unsigned               lean[NBBS_CACHE_MAX_ORDERS];
+    /* Per order below the carve order: refills left that do not harvest
+     * when they could not carve (a harvest looked at the whole arena and
+     * found no free frame of the order). */
+    unsigned               dry[NBBS_CARVE_ORDER];
     /* Per order below the carve order: a drain of this cache left free
      * frames in carved blocks it could not return whole since a harvest
      * last came back empty. A refill then harvests before it carves, so the
