@@ -492,6 +492,46 @@ static void test_short(nbbs_layout_t lay)
     free(in.meta), free(m);
 }
 
+/* Frames a drain leaves in carved blocks that keep a live frame are used
+ * again before any new block is carved: the cache remembers up to 64 such
+ * blocks, and when more were left (the ring overflowed) its refills harvest
+ * them from the index. 80 blocks here, one free frame in each. */
+static void test_parts(nbbs_layout_t lay)
+{
+    const size_t mb = 64, nblk = 80;
+    inst_t in = make(lay, FAKE_BASE, 2048 * mb, mb, 11);
+    nbbs_cache_config_t cfg = { 1, 8, 8 };
+    size_t sz = nbbs_cache_size(&cfg);
+    char *m = aalloc(NBBS_CACHE_ALIGN, sz);
+    nbbs_cache_t *c = nbbs_cache_init(m, sz, in.b, &cfg);
+    CHECK(c != NULL);
+    static char *f[80 * 8];
+    for (size_t i = 0; i < nblk * 8; i++) {
+        f[i] = nbbs_cache_alloc(c, 0);
+        CHECK(f[i] != NULL);
+    }
+    size_t used = stats(in.b).used_bytes;
+    CHECK_EQ(used, nblk * 8 * mb);
+    for (size_t i = 0; i < nblk * 8; i += 8)
+        CHECK_EQ(nbbs_cache_free(c, f[i + 3]), 0);
+    CHECK_EQ(stats(in.b).used_bytes, used); /* no carved block is all free */
+    for (size_t i = 0; i < nblk; i++) {
+        char *p = nbbs_cache_alloc(c, 0);
+        CHECK(p != NULL);
+        CHECK_EQ((uintptr_t)(p - FAKE_BASE) % (8 * mb), 3 * mb); /* a freed frame, not a new block's */
+        CHECK_EQ(nbbs_block_size(in.b, p), mb);
+    }
+    CHECK_EQ(stats(in.b).used_bytes, used);
+    CHECK_EQ(stats(in.b).cached_blocks, 0);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    for (size_t i = 0; i < nblk * 8; i++)
+        CHECK_EQ(nbbs_free(in.b, f[i]), 0);
+    nbbs_cache_drain(c);
+    CHECK_EQ(stats(in.b).used_bytes, 0);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    free(in.meta), free(m);
+}
+
 /* Bulk refill: orders 0..2 are refilled by carving order-3 blocks. Frees
  * of carved frames (through caches and nbbs_free), double frees, drains that
  * leave a half-used carved block, and allocations under pressure that take,
@@ -888,6 +928,7 @@ int main(int argc, char **argv)
         test_carve(layouts[l]);
         test_take_next(layouts[l]);
         test_short(layouts[l]);
+        test_parts(layouts[l]);
     }
     printf("api: %d passed, %d failed\n", check_passed, check_failed);
     for (int l = 0; l < 2; l++)

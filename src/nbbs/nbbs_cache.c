@@ -184,7 +184,7 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
         /* Frames this cache's drains left in carved blocks come first,
          * until harvests have swept the whole arena and found none. */
         uint64_t looked;
-        uint64_t got = nbbs__carve_harvest(c->b, stack_of(c, order), order, c->batch, &looked);
+        uint64_t got = nbbs__carve_harvest(c->b, stack_of(c, order), order, c->capacity - c->batch > c->batch ? c->capacity - c->batch : c->batch, &looked);
         if (got)
             c->swept[order] = 0;
         else if ((c->swept[order] += looked) >= (b->nleaves >> NBBS_CARVE_ORDER))

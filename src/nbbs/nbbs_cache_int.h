@@ -12,7 +12,7 @@
 
 #define CACHE_MAGIC UINT64_C(0x6e6262732d636331) /* "nbbs-cc1" */
 #define CACHE_MAX_CAPACITY (1u << 20)
-#define CACHE_PARTS 8u /* carved blocks with free frames a cache remembers per order (a power of two) */
+#define CACHE_PARTS 64u /* carved blocks with free frames a cache remembers per order (a power of two) */
 #define CACHE_PROBES 4 /* blocks a refill's take_next looks at past its last one */
 #define CACHE_BACKOFF 8 /* refills that skip carving after the tree had no block for it */
 #define ALIGN_UP(x, a) (((x) + ((size_t)(a) - 1)) & ~((size_t)(a) - 1))
