@@ -10,14 +10,38 @@
 #include "internal.h"
 
 
+/* The avail list is circular (the first page's aprev is the last), so a
+ * page can join at either end in O(1) with no tail word in the bin. */
+static inline void avail_link(nbm_bin_t *bin, nbm_page_t *pg)
+{
+    nbm_page_t *first = bin->avail;
+    pg->avail = 1;
+    if (!first) {
+        pg->anext = pg->aprev = pg;
+        bin->avail = pg;
+        return;
+    }
+    pg->anext = first;
+    pg->aprev = first->aprev;
+    first->aprev->anext = pg;
+    first->aprev = pg;
+}
+
+/* A page taken next (a new page). */
 static inline void avail_push(nbm_bin_t *bin, nbm_page_t *pg)
 {
-    pg->avail = 1;
-    pg->aprev = NULL;
-    pg->anext = bin->avail;
-    if (bin->avail)
-        bin->avail->aprev = pg;
+    avail_link(bin, pg);
     bin->avail = pg;
+}
+
+/* A page that just got free objects back waits behind the others: the
+ * page taken next is the one that waited longest, so it has gathered the
+ * most frees meanwhile. Taken first instead (LIFO), random frees (`leak`:
+ * 1024 live objects of 16-4096 B replaced at random) made the bin switch
+ * to a page with one free object on 40 % of mallocs. */
+static inline void avail_append(nbm_bin_t *bin, nbm_page_t *pg)
+{
+    avail_link(bin, pg);
 }
 
 static inline void avail_unlink(nbm_bin_t *bin, nbm_page_t *pg)
@@ -25,12 +49,14 @@ static inline void avail_unlink(nbm_bin_t *bin, nbm_page_t *pg)
     if (!pg->avail)
         return;
     pg->avail = 0;
-    if (pg->aprev)
-        pg->aprev->anext = pg->anext;
-    else
+    if (pg->anext == pg) {
+        bin->avail = NULL;
+        return;
+    }
+    pg->aprev->anext = pg->anext;
+    pg->anext->aprev = pg->aprev;
+    if (bin->avail == pg)
         bin->avail = pg->anext;
-    if (pg->anext)
-        pg->anext->aprev = pg->aprev;
 }
 
 static inline nbm_binx_t *binx_of(nbm_tcache_t *tc, nbm_bin_t *bin)

@@ -85,7 +85,7 @@ void nbm__classes_init(void)
         uint32_t batch = 16384 / s;
         k->batch = batch < 4 ? 4 : batch > 64 ? 64 : batch;
         k->shift = (uint32_t)__builtin_ctz(s);
-        k->low_mask = (1u << k->shift) - 1;
+        k->cap = chunk / s;
         uint32_t odd = s >> k->shift;
         k->inv = inverse(odd);
         k->lim = UINT32_MAX / odd;

@@ -29,6 +29,9 @@ __attribute__((always_inline)) static inline void *nbm__malloc_fast(size_t n)
             p[1] = NULL; /* untag: a later free must not look like a double free */
             return p;
         }
+        /* The bin is empty: to its refill, a tail call with n as it came
+         * (no register to keep, so the path above keeps no frame). */
+        return nbm__small_refill(n);
     }
     return nbm__malloc_generic(n);
 }

@@ -54,6 +54,29 @@ nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t *hint, void *bl
     return pg;
 }
 
+nbm_page_t *nbm__page_revive(void *block, unsigned cls, uintptr_t heap)
+{
+    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)block);
+    size_t u0 = first_unit(ar, (uintptr_t)block);
+    nbm_page_t *pg = &ar->pages[u0];
+    uint32_t w = nbm_load_u32_relaxed(&ar->unit[u0]);
+    /* The unit word is cleared when an empty page's block leaves its heap
+     * (nbm__page_forget) or is made a page of another class: a word naming
+     * this class means the block is the heap's own emptied page, untouched
+     * since, its record's list holding every carved object (tagged free). */
+    if ((w & 0xffu) != cls + 1 || pg->cls != cls || pg->nfree != w >> NBM_UNIT_CARVED_SHIFT)
+        return NULL;
+    pg->avail = 0;
+    pg->next = pg->prev = pg->anext = pg->aprev = NULL;
+    /* No remote free can be under way (nothing of it was in use), so the
+     * remote list is empty; the owner word reaches other threads with the
+     * objects (see nbm__page_new). */
+    nbm_store_uptr_relaxed(&pg->heap, heap);
+    nbm_stat_add(&nbm__gstats.chunks, 1);
+    nbm_stat_add(&nbm__gstats.chunk_bytes, nbm__classes[cls].chunk);
+    return pg;
+}
+
 uintptr_t nbm__page_base(const nbm_page_t *pg)
 {
     nbm_arena_t *ar = nbm__arena_at(pg->arena);
@@ -75,7 +98,7 @@ uint32_t nbm__page_carve(nbm_page_t *pg, void **head, uint32_t max)
     nbm_arena_t *ar = nbm__arena_at(pg->arena);
     size_t u0 = (size_t)(pg - ar->pages);
     uint32_t carved = nbm_load_u32_relaxed(&ar->unit[u0]) >> NBM_UNIT_CARVED_SHIFT;
-    uint32_t cap = c->chunk / c->size;
+    uint32_t cap = c->cap;
     uint32_t n = cap - carved < max ? cap - carved : max;
     if (n == 0)
         return 0;

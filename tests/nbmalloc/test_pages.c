@@ -12,7 +12,11 @@
  *  - producers hand objects to consumers, which free all of them (every free
  *    remote): each object carries its address and a serial in every word,
  *    checked before the free, so two live objects that overlap are caught;
- *    then the exited threads' heaps are collected by nbm_purge.
+ *    then the exited threads' heaps are collected by nbm_purge;
+ *  - a page emptied by its owner's frees and taken again for its class
+ *    comes back with its free list (not carved again: the first object is
+ *    the last one freed), holds the same objects, and after nbm_purge a
+ *    page of the class is carved afresh from its start.
  * Usage: nbm_test_pages [--mib M] [--objects N]
  */
 #include <pthread.h>
@@ -160,6 +164,79 @@ static void test_remote_page_reuse(void)
     CHECK_EQ(bad, 0);
 }
 
+/* --- an emptied page taken again by its class ------------------------------ */
+#define REVIVE_SIZE 2560 /* a class no other test here uses: 25 objects a 64 KiB page */
+#define REVIVE_N    200
+
+static uintptr_t page_of(const void *p) { return (uintptr_t)p & ~(uintptr_t)0xffff; }
+
+static void test_spare_revive(void)
+{
+    static char *v[REVIVE_N];
+    for (int i = 0; i < REVIVE_N; i++) {
+        v[i] = nbm_malloc(REVIVE_SIZE);
+        CHECK(v[i] != NULL);
+        if (!v[i])
+            return;
+        memset(v[i], 0x5a, REVIVE_SIZE);
+    }
+    /* The first page is full and not current (later pages were taken):
+     * free every object on it, in order; the last free empties it. */
+    uintptr_t p1 = page_of(v[0]);
+    char *freed[REVIVE_N];
+    int nfreed = 0;
+    for (int i = 0; i < REVIVE_N; i++)
+        if (page_of(v[i]) == p1) {
+            freed[nfreed++] = v[i];
+            nbm_free(v[i]);
+            v[i] = NULL;
+        }
+    CHECK(nfreed >= 8);
+    CHECK(page_of(v[REVIVE_N - 1]) != p1);
+    /* Allocate until the page serves again: its first object is the last
+     * one freed (a carve would start at the page's first object, freed
+     * first), and it hands out exactly the objects it held. */
+    char *w[2 * REVIVE_N];
+    int nw = 0, first = -1, back = 0;
+    for (; nw < 2 * REVIVE_N && back < nfreed; nw++) {
+        w[nw] = nbm_malloc(REVIVE_SIZE);
+        CHECK(w[nw] != NULL);
+        if (!w[nw])
+            break;
+        if (page_of(w[nw]) == p1) {
+            if (first < 0)
+                first = nw;
+            int known = 0;
+            for (int k = 0; k < nfreed; k++)
+                known += freed[k] == w[nw];
+            CHECK_EQ(known, 1);
+            back++;
+        }
+        memset(w[nw], nw & 0xff, REVIVE_SIZE);
+    }
+    CHECK(first >= 0);
+    if (first >= 0)
+        CHECK(w[first] == freed[nfreed - 1]);
+    CHECK_EQ(back, nfreed);
+    size_t bad = 0;
+    for (int i = 0; i < nw; i++) {
+        for (int k = 0; k < REVIVE_SIZE; k += 64)
+            bad += w[i][k] != (char)(i & 0xff);
+        nbm_free(w[i]);
+    }
+    for (int i = 0; i < REVIVE_N; i++)
+        nbm_free(v[i]);
+    CHECK_EQ(bad, 0);
+    /* nbm_purge returns the emptied pages (their memory and their lists):
+     * the class's next page is carved from its first object. */
+    nbm_purge();
+    char *q = nbm_malloc(REVIVE_SIZE);
+    CHECK(q != NULL);
+    CHECK(q != NULL && ((uintptr_t)q & 0xffff) == 0);
+    nbm_free(q);
+    nbm_purge(); /* no page of this test left for the next one to take */
+}
+
 /* --- producers and consumers ----------------------------------------------- */
 #define RING 1024
 static _Atomic uintptr_t ring[RING];
@@ -272,6 +349,7 @@ int main(int argc, char **argv)
     int check_rss = 1;
 #endif
     test_return(mib, check_rss);
+    test_spare_revive();
     test_remote_page_reuse();
     test_held_remote();
     test_prodcons(2);
