@@ -406,20 +406,130 @@ static void test_pressure(nbbs_layout_t lay)
     CHECK_EQ(nbbs_free(in.b, all), 0);
     /* A refill of order 1: two order-3 blocks carved into 4 frames each, 7
      * cached. A reclaim returns the block without o1 whole (4 frames); the
-     * other three frames stay free in o1's block, and so does a drain. */
-    char *o1 = nbbs_cache_alloc(a, 1);
+     * other three frames stay free in o1's block, and so does a drain. (A
+     * third cache: a and bc saw the tree empty above, so their next refills
+     * back off, taking one block each without carving: test_short.) */
+    char *mc = aalloc(NBBS_CACHE_ALIGN, sz);
+    nbbs_cache_t *a3 = nbbs_cache_init(mc, sz, in.b, &cfg);
+    CHECK(a3 != NULL);
+    char *o1 = nbbs_cache_alloc(a3, 1);
     CHECK(o1 != NULL);
     s = stats(in.b);
     CHECK_EQ(s.cached_blocks, 7);
     CHECK_EQ(nbbs_reclaim_cached(in.b), 4);
     CHECK_EQ(stats(in.b).cached_blocks, 3);
-    CHECK_EQ(nbbs_cache_drain(a), 0);
+    CHECK_EQ(nbbs_cache_drain(a3), 0);
     CHECK_EQ(stats(in.b).cached_blocks, 3);
     CHECK_EQ(nbbs_validate(in.b), 0);
     CHECK_EQ(nbbs_cache_free(bc, o1), 0);
     CHECK_EQ(nbbs_cache_drain(bc), 4);     /* o1's block, whole, with its three free frames */
     CHECK_EQ(stats(in.b).used_bytes, 0);
-    free(in.meta), free(ma), free(mbm);
+    free(in.meta), free(ma), free(mbm), free(mc);
+}
+
+/* After a refill's search of the tree fails, refills back off (take one
+ * block, do not carve, do not repeat a harvest that found nothing) for a
+ * while; they still search the tree, so a block freed to the tree is found
+ * and NULL still means that nothing is free. */
+static void test_short(nbbs_layout_t lay)
+{
+    const size_t mb = 64;
+    inst_t in = make(lay, FAKE_BASE, 64 * mb, mb, 6);
+    nbbs_cache_config_t cfg = { 4, 8, 64 };
+    size_t sz = nbbs_cache_size(&cfg);
+    char *m = aalloc(NBBS_CACHE_ALIGN, sz);
+    nbbs_cache_t *c = nbbs_cache_init(m, sz, in.b, &cfg);
+    CHECK(c != NULL);
+    /* 5 of the 8 order-3 blocks taken outside the cache. */
+    char *d[5];
+    for (int i = 0; i < 5; i++) {
+        d[i] = nbbs_alloc_order(in.b, 3);
+        CHECK(d[i] != NULL);
+    }
+    /* A refill of order 3 wants 8 blocks and finds 3: one handed out, two
+     * cached, and its search for a fourth fails. */
+    char *e[3];
+    e[0] = nbbs_cache_alloc(c, 3);
+    CHECK(e[0] != NULL);
+    CHECK_EQ(stats(in.b).cached_blocks, 2);
+    e[1] = nbbs_cache_alloc(c, 3);
+    e[2] = nbbs_cache_alloc(c, 3);
+    CHECK(e[1] != NULL && e[2] != NULL);
+    CHECK(nbbs_cache_alloc(c, 3) == NULL); /* nothing free anywhere */
+    CHECK(nbbs_cache_alloc(c, 0) == NULL);
+    /* One block back to the tree: the next refill (backing off) finds it. */
+    CHECK_EQ(nbbs_free(in.b, d[0]), 0);
+    char *f = nbbs_cache_alloc(c, 3);
+    CHECK(f == d[0]);
+    /* Three more: a refill backing off takes one block, not a batch. */
+    for (int i = 1; i < 4; i++)
+        CHECK_EQ(nbbs_free(in.b, d[i]), 0);
+    char *g = nbbs_cache_alloc(c, 3);
+    CHECK(g != NULL);
+    CHECK_EQ(stats(in.b).cached_blocks, 0);
+    /* Order 0 backs off from carving but still gets frames, and every
+     * frame of the two free order-3 blocks is still obtainable. */
+    size_t got = 0;
+    char *fr[16];
+    while (got < 16 && (fr[got] = nbbs_cache_alloc(c, 0)) != NULL)
+        got++;
+    CHECK_EQ(got, 16);
+    CHECK(nbbs_cache_alloc(c, 0) == NULL);
+    CHECK_EQ(stats(in.b).free_bytes, 0);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    for (size_t i = 0; i < got; i++)
+        CHECK_EQ(nbbs_cache_free(c, fr[i]), 0);
+    CHECK_EQ(nbbs_cache_free(c, f), 0);
+    CHECK_EQ(nbbs_cache_free(c, g), 0);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(nbbs_cache_free(c, e[i]), 0);
+    CHECK_EQ(nbbs_free(in.b, d[4]), 0);
+    nbbs_cache_drain(c);
+    nbbs_stats_t s = stats(in.b);
+    CHECK_EQ(s.used_bytes, 0);
+    CHECK_EQ(s.largest_free, 64 * mb);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    free(in.meta), free(m);
+}
+
+/* Frames a drain leaves in carved blocks that keep a live frame are used
+ * again before any new block is carved: the cache remembers up to 64 such
+ * blocks, and when more were left (the ring overflowed) its refills harvest
+ * them from the index. 80 blocks here, one free frame in each. */
+static void test_parts(nbbs_layout_t lay)
+{
+    const size_t mb = 64, nblk = 80;
+    inst_t in = make(lay, FAKE_BASE, 2048 * mb, mb, 11);
+    nbbs_cache_config_t cfg = { 1, 8, 8 };
+    size_t sz = nbbs_cache_size(&cfg);
+    char *m = aalloc(NBBS_CACHE_ALIGN, sz);
+    nbbs_cache_t *c = nbbs_cache_init(m, sz, in.b, &cfg);
+    CHECK(c != NULL);
+    static char *f[80 * 8];
+    for (size_t i = 0; i < nblk * 8; i++) {
+        f[i] = nbbs_cache_alloc(c, 0);
+        CHECK(f[i] != NULL);
+    }
+    size_t used = stats(in.b).used_bytes;
+    CHECK_EQ(used, nblk * 8 * mb);
+    for (size_t i = 0; i < nblk * 8; i += 8)
+        CHECK_EQ(nbbs_cache_free(c, f[i + 3]), 0);
+    CHECK_EQ(stats(in.b).used_bytes, used); /* no carved block is all free */
+    for (size_t i = 0; i < nblk; i++) {
+        char *p = nbbs_cache_alloc(c, 0);
+        CHECK(p != NULL);
+        CHECK_EQ((uintptr_t)(p - FAKE_BASE) % (8 * mb), 3 * mb); /* a freed frame, not a new block's */
+        CHECK_EQ(nbbs_block_size(in.b, p), mb);
+    }
+    CHECK_EQ(stats(in.b).used_bytes, used);
+    CHECK_EQ(stats(in.b).cached_blocks, 0);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    for (size_t i = 0; i < nblk * 8; i++)
+        CHECK_EQ(nbbs_free(in.b, f[i]), 0);
+    nbbs_cache_drain(c);
+    CHECK_EQ(stats(in.b).used_bytes, 0);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    free(in.meta), free(m);
 }
 
 /* Bulk refill: orders 0..2 are refilled by carving order-3 blocks. Frees
@@ -817,6 +927,8 @@ int main(int argc, char **argv)
         test_pressure(layouts[l]);
         test_carve(layouts[l]);
         test_take_next(layouts[l]);
+        test_short(layouts[l]);
+        test_parts(layouts[l]);
     }
     printf("api: %d passed, %d failed\n", check_passed, check_failed);
     for (int l = 0; l < 2; l++)

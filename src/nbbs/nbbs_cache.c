@@ -79,7 +79,7 @@ nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cach
     /* The owner's plain fields are zeroed through volatile pointers: a loop
      * of plain zero stores may become a call to memset, which the
      * freestanding core must not need (scripts/test.d/10-freestanding.sh). */
-    volatile unsigned *backoff = c->backoff, *nparts = c->nparts, *ptop = c->ptop;
+    volatile unsigned *backoff = c->backoff, *lean = c->lean, *dry = c->dry, *nparts = c->nparts, *ptop = c->ptop;
     volatile uint64_t *swept = c->swept, *cursor = c->cursor, *pattern = c->pattern;
     volatile bool *stranded = c->stranded;
     for (unsigned k = 0; k < NBBS_CACHE_MAX_ORDERS; k++) {
@@ -94,8 +94,10 @@ nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cach
             pattern[k] = x.w;
             stranded[k] = false;
             swept[k] = 0;
+            dry[k] = 0;
         }
         backoff[k] = 0;
+        lean[k] = 0;
         unsigned per = 1u << (NBBS_CARVE_ORDER - (k < NBBS_CARVE_ORDER ? k : 0));
         c->groups[k] = k < g.orders && k < NBBS_CARVE_ORDER && can_carve(b) ? g.batch / per : 0;
     }
@@ -143,6 +145,24 @@ static void *take_next(nbbs_cache_t *c, unsigned order)
     return NULL;
 }
 
+/* A search of the tree for a block of order j failed: it had none of that
+ * order or larger when the search passed. Near full a failed search walks
+ * the whole arena, and each cached order would find that out by a failure
+ * of its own, so every order that needs such a block backs off: orders
+ * below the carve order stop carving if j <= NBBS_CARVE_ORDER, and orders
+ * from j up take one block per refill instead of a batch, for the next
+ * CACHE_BACKOFF refills each. (A refill that finds no block still ends in
+ * the pressure path, so NULL keeps its meaning.) */
+static void tree_short(nbbs_cache_t *c, unsigned j)
+{
+    for (unsigned k = 0; k < c->orders; k++) {
+        if (k >= j)
+            c->lean[k] = CACHE_BACKOFF;
+        if (k < NBBS_CARVE_ORDER && j <= NBBS_CARVE_ORDER && c->groups[k])
+            c->backoff[k] = CACHE_BACKOFF;
+    }
+}
+
 /* The stack is empty: refill it and return one block, or reclaim from
  * other caches if the tree has none. Orders below NBBS_CARVE_ORDER (with
  * batch large enough) take batch / 2^(NBBS_CARVE_ORDER - order) blocks of
@@ -164,7 +184,7 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
         /* Frames this cache's drains left in carved blocks come first,
          * until harvests have swept the whole arena and found none. */
         uint64_t looked;
-        uint64_t got = nbbs__carve_harvest(c->b, stack_of(c, order), order, c->batch, &looked);
+        uint64_t got = nbbs__carve_harvest(c->b, stack_of(c, order), order, c->capacity - c->batch > c->batch ? c->capacity - c->batch : c->batch, &looked);
         if (got)
             c->swept[order] = 0;
         else if ((c->swept[order] += looked) >= (b->nleaves >> NBBS_CARVE_ORDER))
@@ -189,8 +209,7 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
             if (!p)
                 p = nbbs__tree_or_bunch_alloc(b, NBBS_CARVE_ORDER);
             if (!p) {
-                if (!first)
-                    c->backoff[order] = CACHE_BACKOFF;
+                tree_short(c, NBBS_CARVE_ORDER);
                 break;
             }
             uint64_t g0 = (uint64_t)((uintptr_t)p - b->base) >> b->min_shift;
@@ -210,11 +229,18 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
                 nb_own_store(&s[n++], g0 + ((uint64_t)j << order));
         }
     }
-    if (!first && c->groups[order]) {
+    if (!first && c->groups[order] && c->dry[order])
+        c->dry[order]--;
+    else if (!first && c->groups[order]) {
         /* No block to carve: free frames other carved blocks hold (a
-         * drain left them there), near this context's hint first. */
+         * drain left them there), near this context's hint first. A
+         * harvest that looked at every carved block and found none is
+         * not repeated for the next CACHE_BACKOFF refills (the pressure
+         * path still finds such frames before NULL). */
         uint64_t looked;
         uint64_t got = nbbs__carve_harvest(c->b, stack_of(c, order), order, c->batch, &looked);
+        if (!got && looked >= (b->nleaves >> NBBS_CARVE_ORDER))
+            c->dry[order] = CACHE_BACKOFF;
         while (got) {
             uint64_t leaf = nb_own_load(&s[--got]);
             if (claim(b, leaf, order)) {
@@ -225,12 +251,21 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
     }
     if (!first) {
         first = nbbs__tree_or_bunch_alloc(b, order);
-        if (!first)
+        if (!first) {
+            tree_short(c, order);
             return nbbs__reclaim(b, order);
-        while (n + 1 < c->batch) {
+        }
+        uint64_t want = c->batch;
+        if (c->lean[order]) {
+            c->lean[order]--;
+            want = 1;
+        }
+        while (n + 1 < want) {
             void *p = nbbs__tree_or_bunch_alloc(b, order);
-            if (!p)
+            if (!p) {
+                tree_short(c, order);
                 break;
+            }
             uint64_t leaf = (uint64_t)((uintptr_t)p - b->base) >> b->min_shift;
             nb_store_rel_u8(&b->index[leaf], (uint8_t)((order + 1u) | NBBS_IDX_CACHED));
             nb_own_store(&s[n++], leaf);

@@ -12,7 +12,7 @@
 
 #define CACHE_MAGIC UINT64_C(0x6e6262732d636331) /* "nbbs-cc1" */
 #define CACHE_MAX_CAPACITY (1u << 20)
-#define CACHE_PARTS 8u /* carved blocks with free frames a cache remembers per order (a power of two) */
+#define CACHE_PARTS 64u /* carved blocks with free frames a cache remembers per order (a power of two) */
 #define CACHE_PROBES 4 /* blocks a refill's take_next looks at past its last one */
 #define CACHE_BACKOFF 8 /* refills that skip carving after the tree had no block for it */
 #define ALIGN_UP(x, a) (((x) + ((size_t)(a) - 1)) & ~((size_t)(a) - 1))
@@ -36,6 +36,15 @@ struct nbbs_cache {
     /* Per order: refills left that do not try to carve (the tree had no
      * block of the carve order lately: a failed tree scan is costly). */
     unsigned               backoff[NBBS_CACHE_MAX_ORDERS];
+    /* Per order: refills left that take one block from the tree instead of
+     * a batch (a refill's search for a block of that order failed lately:
+     * near full, the search that ends a batch walks the whole arena, and
+     * blocks held in a cache are missing to the other orders). */
+    unsigned               lean[NBBS_CACHE_MAX_ORDERS];
+    /* Per order below the carve order: refills left that do not harvest
+     * when they could not carve (a harvest looked at the whole arena and
+     * found no free frame of the order). */
+    unsigned               dry[NBBS_CARVE_ORDER];
     /* Per order below the carve order: a drain of this cache left free
      * frames in carved blocks it could not return whole since a harvest
      * last came back empty. A refill then harvests before it carves, so the

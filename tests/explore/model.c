@@ -204,7 +204,7 @@ static unsigned  nblocks;
 static mthread_t mth[EX_MAX_THREADS];
 static unsigned  nth;
 static int       model_word; /* the address of model points */
-#define CACHE_BYTES 1024
+#define CACHE_BYTES 4096
 static _Alignas(NBBS_CACHE_ALIGN) unsigned char cache_mem[EX_MAX_THREADS][CACHE_BYTES];
 static nbbs_cache_t *caches[EX_MAX_THREADS]; /* per thread, when the scenario uses caches */
 
