@@ -342,44 +342,6 @@ static void test_fill_points(nbbs_layout_t lay)
     nbbs_destroy(b);
 }
 
-/* Placement keeps trees (max-order blocks) whole (docs/design.md,
- * "Placement", "Trees"): an allocation whose fill point lies in a wholly
- * free tree takes a free group in the partly used tree where the context's
- * order-0 fill point is, instead of breaking the free tree. Two trees, A and
- * B; every step below has one possible outcome whatever the caller's hint
- * cell. */
-static void test_tree_visit(nbbs_layout_t lay)
-{
-    nbbs_config_t c = { .min_block = 4096, .max_order = 10, .layout = lay };
-    nbbs_t *b = nbbs_create(FAKE_BASE, (size_t)8 << 20, &c);
-    CHECK(b != NULL);
-    if (!b)
-        return;
-    char *base = (char *)FAKE_BASE;
-    char *x = nbbs_alloc_order(b, 10), *y = nbbs_alloc_order(b, 10); /* A and B, whole */
-    CHECK(x && y && nbbs_alloc_order(b, 0) == NULL);
-    CHECK_EQ(nbbs_free(b, x), 0);
-    char *a3 = nbbs_alloc_order(b, 3); /* A is all there is: order 3's fill point goes there */
-    CHECK(a3 && (a3 - base) >> 22 == (x - base) >> 22);
-    CHECK_EQ(nbbs_free(b, a3), 0);
-    char *z = nbbs_alloc_order(b, 10); /* A whole again */
-    CHECK(z == x);
-    CHECK_EQ(nbbs_free(b, y), 0);
-    char *p = nbbs_alloc_order(b, 0); /* B: order 0's fill point */
-    CHECK(p && (p - base) >> 22 == (y - base) >> 22);
-    CHECK_EQ(nbbs_free(b, z), 0); /* A wholly free; order 3's point still there */
-    char *q = nbbs_alloc_order(b, 3);
-    CHECK(q && (q - base) >> 22 == (p - base) >> 22); /* in B, beside p's group: A stays whole */
-    CHECK(q && (q - base) >> 21 != (p - base) >> 21);  /* a free group of B, not p's */
-    char *w = nbbs_alloc_order(b, 10);
-    CHECK(w == x); /* so a whole tree is still there */
-    CHECK_EQ(nbbs_free(b, w), 0);
-    CHECK_EQ(nbbs_free(b, q), 0);
-    CHECK_EQ(nbbs_free(b, p), 0);
-    CHECK_EQ(nbbs_validate(b), 0);
-    nbbs_destroy(b);
-}
-
 int main(void)
 {
     for (unsigned i = 0; i < 2; i++) {
@@ -393,7 +355,6 @@ int main(void)
         test_untouched_arena(lay);
         test_metadata_size(lay);
         test_fill_points(lay);
-        test_tree_visit(lay);
     }
     TEST_MAIN_END();
 }

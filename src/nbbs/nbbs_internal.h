@@ -102,8 +102,6 @@ struct nbbs {
     NBBS_ATOMIC(uint64_t) *hints; /* NBBS_HINTS cells, NBBS_HINT_STRIDE apart */
     NBBS_ATOMIC(uint64_t) *holes; /* a bit per group: a block smaller than a group was freed in it
                                    * since a scan last found it full (a heuristic, see nbbs__hole_mark) */
-    NBBS_ATOMIC(uint64_t) *tree_hint; /* a leaf in the tree (max-order block) a context broke last,
-                                       * on a cache line of its own (nbbs_search.inc, FN(tree_visit)) */
     void                  *words; /* NBBS_ATOMIC(uint8_t)[] (TREE) or (uint64_t)[] (BUNCH) */
     NBBS_ATOMIC(uint8_t)  *index; /* per leaf: order + 1 of the live block starting there, or 0 */
 };
