@@ -143,15 +143,23 @@ static void test_init(nbbs_layout_t lay)
     free(in.meta), free(small.meta), free(mem), free(m2), free(m3);
 }
 
+/* A cache of cfg on b in fresh memory (*mem, the caller frees it after b). */
+static nbbs_cache_t *cache_new(nbbs_t *b, const nbbs_cache_config_t *cfg, char **mem)
+{
+    size_t sz = nbbs_cache_size(cfg);
+    *mem = aalloc(NBBS_CACHE_ALIGN, sz);
+    nbbs_cache_t *c = nbbs_cache_init(*mem, sz, b, cfg);
+    CHECK(c != NULL);
+    return c;
+}
+
 static void test_alloc_free(nbbs_layout_t lay)
 {
     const size_t mb = 4096;
     inst_t in = make(lay, FAKE_BASE, 256 * mb, mb, 8);
     nbbs_cache_config_t cfg = { 4, 4, 8 };
-    size_t sz = nbbs_cache_size(&cfg);
-    char *mem = aalloc(NBBS_CACHE_ALIGN, sz);
-    nbbs_cache_t *c = nbbs_cache_init(mem, sz, in.b, &cfg);
-    CHECK(c != NULL);
+    char *mem;
+    nbbs_cache_t *c = cache_new(in.b, &cfg, &mem);
 
     CHECK(nbbs_cache_alloc(NULL, 0) == NULL);
     CHECK(nbbs_cache_alloc(c, 9) == NULL); /* > max_order */
@@ -193,6 +201,7 @@ static void test_alloc_free(nbbs_layout_t lay)
     /* Error paths: each leaves metadata and cache byte-for-byte unchanged. */
     char *big = nbbs_alloc_order(in.b, 2);
     CHECK(big != NULL);
+    size_t sz = nbbs_cache_size(&cfg);
     char *meta0 = malloc(in.meta_size), *cache0 = malloc(sz);
     memcpy(meta0, in.meta, in.meta_size);
     memcpy(cache0, mem, sz);
@@ -239,9 +248,8 @@ static void test_capacity(nbbs_layout_t lay)
     const size_t mb = 64;
     inst_t in = make(lay, FAKE_BASE, 256 * mb, mb, 8);
     nbbs_cache_config_t cfg = { 1, 4, 8 };
-    size_t sz = nbbs_cache_size(&cfg);
-    char *mem = aalloc(NBBS_CACHE_ALIGN, sz);
-    nbbs_cache_t *c = nbbs_cache_init(mem, sz, in.b, &cfg);
+    char *mem;
+    nbbs_cache_t *c = cache_new(in.b, &cfg, &mem);
     char *blk[20];
     for (int i = 0; i < 20; i++)
         blk[i] = nbbs_alloc_order(in.b, 0);
@@ -295,10 +303,8 @@ static void test_take_next(nbbs_layout_t lay)
     const size_t mb = 64;
     inst_t in = make(lay, FAKE_BASE, 1024 * mb, mb, 10); /* 2 groups of 512 leaves */
     nbbs_cache_config_t cfg = { 1, 16, 64 };
-    size_t sz = nbbs_cache_size(&cfg);
-    char *mem = aalloc(NBBS_CACHE_ALIGN, sz);
-    nbbs_cache_t *c = nbbs_cache_init(mem, sz, in.b, &cfg);
-    CHECK(c != NULL);
+    char *mem;
+    nbbs_cache_t *c = cache_new(in.b, &cfg, &mem);
     char *f[32];
     for (int i = 0; i < 16; i++) /* one refill: 2 order-3 blocks */
         f[i] = nbbs_cache_alloc(c, 0);
@@ -436,10 +442,8 @@ static void test_short(nbbs_layout_t lay)
     const size_t mb = 64;
     inst_t in = make(lay, FAKE_BASE, 64 * mb, mb, 6);
     nbbs_cache_config_t cfg = { 4, 8, 64 };
-    size_t sz = nbbs_cache_size(&cfg);
-    char *m = aalloc(NBBS_CACHE_ALIGN, sz);
-    nbbs_cache_t *c = nbbs_cache_init(m, sz, in.b, &cfg);
-    CHECK(c != NULL);
+    char *m;
+    nbbs_cache_t *c = cache_new(in.b, &cfg, &m);
     /* 5 of the 8 order-3 blocks taken outside the cache. */
     char *d[5];
     for (int i = 0; i < 5; i++) {
@@ -501,10 +505,8 @@ static void test_parts(nbbs_layout_t lay)
     const size_t mb = 64, nblk = 80;
     inst_t in = make(lay, FAKE_BASE, 2048 * mb, mb, 11);
     nbbs_cache_config_t cfg = { 1, 8, 8 };
-    size_t sz = nbbs_cache_size(&cfg);
-    char *m = aalloc(NBBS_CACHE_ALIGN, sz);
-    nbbs_cache_t *c = nbbs_cache_init(m, sz, in.b, &cfg);
-    CHECK(c != NULL);
+    char *m;
+    nbbs_cache_t *c = cache_new(in.b, &cfg, &m);
     static char *f[80 * 8];
     for (size_t i = 0; i < nblk * 8; i++) {
         f[i] = nbbs_cache_alloc(c, 0);
