@@ -20,19 +20,10 @@ __attribute__((always_inline)) static inline void *nbm__malloc_fast(size_t n)
         /* The bin by byte offset (one shift): indexed as an array, the
          * compiler kept the index live to address rroom a second way. */
         nbm_bin_t *bin = (nbm_bin_t *)((char *)tc->bins + (size_t)nbm__class_of_small[(n + 15) >> 4] * sizeof(nbm_bin_t));
-        void **p = (void **)bin->rhead;
-        if (p != NULL) {
-            bin->rroom++;
-            bin->rhead = p[0];
-            p[1] = NULL;
-            return p;
-        }
-        p = (void **)bin->head;
-        if (NBM_LIKELY(p != NULL)) {
-            bin->head = p[0];
-            p[1] = NULL; /* untag: a later free must not look like a double free */
-            return p;
-        }
+        if (bin->rhead != NULL)
+            return nbm__bin_pop_held(bin);
+        if (NBM_LIKELY(bin->head != NULL))
+            return nbm__bin_pop(bin);
         /* The bin is empty: to its refill, a tail call with n as it came
          * (no register to keep, so the path above keeps no frame). */
         return nbm__small_refill(n);

@@ -381,10 +381,7 @@ static NBM_NOINLINE void *refill_pop(nbm_tcache_t *tc, unsigned cls, size_t n)
     nbm_bin_t *bin = &tc->bins[cls];
     if (NBM_UNLIKELY(!refill(tc, cls)))
         return nbm__malloc_generic(n); /* tries once more, sets errno */
-    void **p = bin->head;
-    bin->head = p[0];
-    p[1] = NULL;
-    return p;
+    return nbm__bin_pop(bin);
 }
 
 /* Calls nothing but by tail calls, so it saves no register. */
@@ -395,10 +392,7 @@ void *nbm__small_refill(size_t n)
     nbm_bin_t *bin = &tc->bins[cls];
     if (!switch_page(bin, &nbm__classes[cls]))
         return refill_pop(tc, cls, n);
-    void **p = bin->head;
-    bin->head = p[0];
-    p[1] = NULL;
-    return p;
+    return nbm__bin_pop(bin);
 }
 
 void *nbm__small_alloc_generic(unsigned cls)
@@ -422,21 +416,13 @@ void *nbm__small_alloc_generic(unsigned cls)
             nbm__medium_tick(nbm__os_now_ns());
     }
     nbm_bin_t *bin = &tc->bins[cls];
-    void **p = bin->rhead;
-    if (p) { /* held remote frees first, as in nbm__malloc_fast */
-        bin->rhead = p[0];
-        bin->rroom++;
-        p[1] = NULL;
-        return p;
-    }
+    if (bin->rhead) /* held remote frees first, as in nbm__malloc_fast */
+        return nbm__bin_pop_held(bin);
     if (cls >= NBM_NSMALL)
         return nbm__large_alloc(tc, cls);
     if (!bin->head && !refill(tc, cls))
         return NULL;
-    p = bin->head;
-    bin->head = p[0];
-    p[1] = NULL;
-    return p;
+    return nbm__bin_pop(bin);
 }
 
 /* A small free on a thread without a heap: onto the page's remote list,

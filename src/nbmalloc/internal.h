@@ -212,6 +212,27 @@ typedef struct nbm_bin {
 } nbm_bin_t;
 _Static_assert(sizeof(nbm_bin_t) == NBM_CACHE_LINE, "a bin is one cache line");
 
+/* Pops the bin's list (head) or its held remote frees (rhead, whose room
+ * grows by the one taken); the object is untagged, so a later free of it
+ * does not look like a double free. The caller knows the list is not empty.
+ * The pops of malloc's fast path, the refill and the generic path. */
+__attribute__((always_inline)) static inline void *nbm__bin_pop(nbm_bin_t *bin)
+{
+    void **p = (void **)bin->head;
+    bin->head = p[0];
+    p[1] = NULL;
+    return p;
+}
+
+__attribute__((always_inline)) static inline void *nbm__bin_pop_held(nbm_bin_t *bin)
+{
+    void **p = (void **)bin->rhead;
+    bin->rroom++;
+    bin->rhead = p[0];
+    p[1] = NULL;
+    return p;
+}
+
 /* The bin's colder half. */
 typedef struct nbm_binx {
     struct nbm_page *pages; /* every page the heap owns in this class */
