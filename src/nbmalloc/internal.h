@@ -252,7 +252,8 @@ typedef struct nbm_binx {
  * pages for o = 5..13 (144 KiB - 64 MiB), the 16th being order o + 1. */
 #define NBM_MCLASS_SPLIT 5
 #define NBM_MCLASSES (NBM_MCLASS_SPLIT + 1 + 8 * (NBM_MAX_ORDER - NBM_MCLASS_SPLIT))
-#define NBM_MCACHE_CLASSES (NBM_MCLASS_SPLIT + 1 + 8 * 2) /* 4..512 KiB: one block per class per thread */
+#define NBM_MCACHE_CLASSES (NBM_MCLASS_SPLIT + 1 + 8 * 2) /* classes up to 512 KiB use the thread's slots */
+#define NBM_MCACHE_ORDERS 8 /* medium blocks of 4..512 KiB: one per order (of their class) per thread */
 #define NBM_SPARE_ORDER0 4  /* page orders: 64 KiB and 128 KiB pages */
 #define NBM_SPARE_ORDERS 2
 #define NBM_SHARED_ORDER 6  /* pages of 256 KiB (large classes): no spares, the medium cache (spare.c) */
@@ -269,7 +270,8 @@ typedef struct nbm_tcache {
     _Alignas(NBM_CACHE_LINE) nbm_bin_t bins[NBM_NCLASSES]; /* records are line-aligned: a bin is one line */
     nbm_binx_t binx[NBM_NCLASSES];
     uint32_t desc[NBM_DESC_STASH];
-    void    *mcache[NBM_MCACHE_CLASSES]; /* a freed medium block per medium class, reused first */
+    void    *mcache[NBM_MCACHE_ORDERS]; /* a freed medium block per order, reused first */
+    uint8_t  mcache_cls[NBM_MCACHE_ORDERS]; /* its medium class */
     nbm_page_t *spare[NBM_SPARE_ORDERS]; /* empty pages per page order, reused first (linked by next) */
     uint32_t nspare[NBM_SPARE_ORDERS];
     uint32_t spare_low[NBM_SPARE_ORDERS]; /* fewest spares since spare_since: not needed, released next */

@@ -1,23 +1,32 @@
 /*
- * medium.c - medium blocks: back-end blocks handed to the user whole, their
- * checks, and the caches that keep freed ones by the memory policy.
+ * medium.c - medium blocks: back-end blocks (or runs of contiguous ones)
+ * handed to the user whole, their checks, and the caches that keep freed
+ * ones by the memory policy.
  *
  * Medium blocks (NBM_SMALL_MAX < size <= NBM_MEDIUM_MAX, or aligned requests)
- * are back-end blocks of the smallest order that holds max(size, align): the
- * back-end aligns a block to its size, and an arena base is 1 GiB aligned.
- * The page_order byte of the first page says the block is the user's; free
+ * are of the smallest medium class that holds max(size, align) (below): up
+ * to 128 KiB a back-end block of an order, above 8 classes per doubling
+ * made of 1-4 contiguous back-end blocks. The back-end aligns a block to its
+ * size (a block of pieces starts where a free block of the next power of
+ * two did), and an arena base is 1 GiB aligned. The page_order byte of the
+ * first page holds the class + 1 and says the block is the user's (a piece
+ * boundary inside a block finds 0: an interior pointer); free
  * sets its bit 7 with a CAS (of two racing frees one wins, the other sees a
  * double free), and the byte is cleared when the block goes back to the
  * back-end, so an interior or never handed-out pointer finds 0.
  *
  * Decay. A thread keeps its last freed medium block of each order up to
- * 512 KiB for its next request of that order (no atomic RMW but the
- * page-byte exchange). Other freed medium blocks are kept on a per-order
- * stack (a descriptor holding the block) and reused first by the next
- * request of that order. How many are kept is the memory policy's (decay.c,
- * one policy per order; a block in a thread's slot counts as in use): once
- * per epoch (NBM_PURGE_DELAY_MS / 4) a medium call sweeps, and each order
- * whose cache holds more than its peak of the last window needs gives back
+ * 512 KiB (a class up to 512 KiB whose pages' highest bit is that order) for
+ * its next request of that order whose class the block holds (no atomic RMW
+ * but the page-byte exchange): one slot per order, as many blocks held as
+ * before the classes, though a block may serve a smaller class of its order
+ * (up to 2x the request; a reuse from the cache below may be 4x). Other
+ * freed medium blocks are kept on a per-class stack (a descriptor holding
+ * the block) and reused first by the next request of that class. How many
+ * are kept is the memory policy's (decay.c, one policy per class; a block in
+ * a thread's slot counts as in use): once per epoch (NBM_PURGE_DELAY_MS / 4)
+ * a medium call sweeps, and each class whose cache holds more than its peak
+ * of the last window needs gives back
  * about half of the excess, oldest blocks first, madvise'd away. An optional
  * fixed cap (NBM_MEDIUM_CACHE_MB) bounds the cached bytes on top.
  */
@@ -68,13 +77,15 @@ static unsigned order_for(size_t n)
  * class's pages (nbm__block_alloc_pieces). Classes ascend with size. */
 #define SPLIT NBM_MCLASS_SPLIT
 
-static size_t class_pages(unsigned c)
-{
-    if (c <= SPLIT)
-        return (size_t)1 << c;
-    unsigned j = c - SPLIT - 1;
-    return (size_t)(9 + j % 8) << (j / 8 + SPLIT - 3);
-}
+#define ROW(o) 9u << (o - 3), 10u << (o - 3), 11u << (o - 3), 12u << (o - 3), \
+               13u << (o - 3), 14u << (o - 3), 15u << (o - 3), 16u << (o - 3)
+static const uint16_t pages_of[NBM_MCLASSES] = { 1, 2, 4, 8, 16, 32, ROW(5), ROW(6), ROW(7), ROW(8),
+                                                 ROW(9), ROW(10), ROW(11), ROW(12), ROW(13) };
+#undef ROW
+_Static_assert(NBM_MCLASS_SPLIT == 5 && NBM_MAX_ORDER == 14 && NBM_MCLASSES == 78,
+               "pages_of lists the classes of these constants");
+
+static size_t class_pages(unsigned c) { return pages_of[c]; }
 
 static size_t class_bytes(unsigned c) { return class_pages(c) << NBM_PAGE_SHIFT; }
 
@@ -127,11 +138,12 @@ void nbm__medium_tick(uint64_t now)
  * order. Then the shared decay cache (one CAS), then the back-end. */
 void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc, nbm_hole_t *hole)
 {
-    unsigned cls = class_for(size > align ? size : align);
+    unsigned cls = class_for(size > align ? size : align), slot = class_order(cls);
     void *p;
-    if (tc && cls < NBM_MCACHE_CLASSES && tc->mcache[cls]) {
-        p = tc->mcache[cls];
-        tc->mcache[cls] = NULL;
+    if (tc && cls < NBM_MCACHE_CLASSES && tc->mcache[slot] && tc->mcache_cls[slot] >= cls) {
+        p = tc->mcache[slot];
+        tc->mcache[slot] = NULL;
+        cls = tc->mcache_cls[slot];
         *fresh = false;
         /* The policy's clock is read every 16th hit only (a clock read cost
          * about a quarter of this path); a program living on its own slots
@@ -307,8 +319,10 @@ void nbm__medium_free(nbm_arena_t *ar, void *p, const char *who)
     nbm_tcache_t *tc = nbm__tc;
     if (tc) {
         tc->medium_delta--;
-        if (cls < NBM_MCACHE_CLASSES && !tc->mcache[cls]) {
-            tc->mcache[cls] = p;
+        unsigned slot = class_order(cls);
+        if (cls < NBM_MCACHE_CLASSES && !tc->mcache[slot]) {
+            tc->mcache[slot] = p;
+            tc->mcache_cls[slot] = (uint8_t)cls;
             return;
         }
     } else {
@@ -320,11 +334,11 @@ void nbm__medium_free(nbm_arena_t *ar, void *p, const char *who)
 
 void nbm__medium_slots_release(nbm_tcache_t *tc, bool *any)
 {
-    for (unsigned c = 0; c < NBM_MCACHE_CLASSES; c++)
-        if (tc->mcache[c]) {
-            void *p = tc->mcache[c];
-            tc->mcache[c] = NULL;
-            cache_put(p, c, false);
+    for (unsigned k = 0; k < NBM_MCACHE_ORDERS; k++)
+        if (tc->mcache[k]) {
+            void *p = tc->mcache[k];
+            tc->mcache[k] = NULL;
+            cache_put(p, tc->mcache_cls[k], false);
             *any = true;
         }
 }
