@@ -15,6 +15,15 @@
  * of the distribution for the CDF plot, and timer_ns, the cost of one clock
  * read (included in every figure, the same for every allocator).
  *
+ * The floor: every FLOOR_EVERY-th iteration a thread also times an empty
+ * operation (two clock reads back to back) into a histogram of its own,
+ * merged into floor_p50 .. floor_max. It runs under the same load as the
+ * operations (the same threads, the same preemption), so it says what no
+ * allocator can go below on this machine: the timer's own spread, interrupts,
+ * a preemption that falls between two clock reads. (Timed in every
+ * iteration, it would add two clock reads to each and change the contention
+ * it sits in; one in 8 costs about 5 ns per iteration.)
+ *
  * Percentiles count operations: a thread stalled behind a preempted lock
  * holder makes one slow sample, then few others (it did little else), so a
  * stall shows in max and in the throughput (ops_per_s) more than in p99.9.
@@ -22,12 +31,14 @@
  * inside most of its operations' windows at 8 threads on 2 cores, and
  * those waits (lock-free or not) dominate any time-weighted figure.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
 
 #define RING     32
+#define FLOOR_EVERY 8 /* iterations per timed empty operation */
 #define SUB_BITS 5                                  /* 32 steps per power of two */
 #define NBUCKETS ((64 - SUB_BITS + 1) << SUB_BITS)
 
@@ -69,17 +80,162 @@ static void lat_scale(bench_params_t *p, bench_scale_t s)
     p->seconds = secs[s];
 }
 
+
+/* The counting build (nbbs-bench-count) also records, per operation, which
+ * path it took as the hook counts it: loads (the scan's steps and looks),
+ * CAS, failed CAS and other RMWs. Its times are inflated by the hook (a call
+ * per atomic), so it answers "what do the slowest operations do", never
+ * "how slow". Printed after the run (lat_paths_report), not a metric. */
+#define PATH_MAX_OPS (1u << 20) /* records per thread */
+
+typedef struct lat_path {
+    uint32_t ns;
+    uint16_t loads;
+    uint8_t  cas, cas_failed, rmw, is_free;
+} lat_path_t;
+
+typedef struct lat_paths {
+    lat_path_t *rec;
+    uint32_t    n;
+} lat_paths_t;
+
+static void path_record(lat_paths_t *pp, uint64_t ns, const bench_atomics_t *a, const bench_atomics_t *b,
+                        int is_free)
+{
+    if (pp->n == PATH_MAX_OPS)
+        return;
+    lat_path_t *e = &pp->rec[pp->n++];
+    e->ns = ns > UINT32_MAX ? UINT32_MAX : (uint32_t)ns;
+    uint64_t l = b->loads - a->loads, c = b->cas - a->cas, f = b->cas_failed - a->cas_failed, m = b->rmw - a->rmw;
+    e->loads = l > UINT16_MAX ? UINT16_MAX : (uint16_t)l;
+    e->cas = c > 255 ? 255 : (uint8_t)c;
+    e->cas_failed = f > 255 ? 255 : (uint8_t)f;
+    e->rmw = m > 255 ? 255 : (uint8_t)m;
+    e->is_free = (uint8_t)is_free;
+}
+
+static int path_cmp_ns(const void *x, const void *y)
+{
+    uint32_t a = ((const lat_path_t *)x)->ns, b = ((const lat_path_t *)y)->ns;
+    return a < b ? -1 : a > b;
+}
+
+/* One line per class of operations: all of them, and those at or above
+ * p99 and p99.9 of all: how many, and their mean loads, CAS, failed CAS,
+ * the share with a failed CAS, with more than 16 loads, and of frees. */
+static void path_line(const char *name, const lat_path_t *r, size_t n)
+{
+    double l = 0, c = 0, f = 0, anyf = 0, longscan = 0, frees = 0;
+    for (size_t i = 0; i < n; i++) {
+        l += r[i].loads, c += r[i].cas, f += r[i].cas_failed;
+        anyf += r[i].cas_failed > 0, longscan += r[i].loads > 16, frees += r[i].is_free;
+    }
+    double d = n ? (double)n : 1;
+    fprintf(stderr, "  %-10s n %9zu  loads %6.1f  cas %5.2f  cas_failed %5.3f  any_failed %6.2f%%  loads>16 %6.2f%%  frees %5.1f%%\n",
+            name, n, l / d, c / d, f / d, 100 * anyf / d, 100 * longscan / d, 100 * frees / d);
+}
+
+static void lat_paths_report(bench_run_t *r, lat_paths_t *pp)
+{
+    size_t n = 0;
+    for (int i = 0; i < r->nthreads; i++)
+        n += pp[i].n;
+    lat_path_t *all = malloc(n * sizeof *all);
+    if (!all)
+        abort();
+    n = 0;
+    for (int i = 0; i < r->nthreads; i++) {
+        memcpy(all + n, pp[i].rec, pp[i].n * sizeof *all);
+        n += pp[i].n;
+        free(pp[i].rec);
+    }
+    qsort(all, n, sizeof *all, path_cmp_ns);
+    fprintf(stderr, "latency paths, %s, %d threads (counting build: times inflated by the hook):\n", r->a->name,
+            r->nthreads);
+    static const double qs[] = { 0.5, 0.9, 0.99, 0.999 };
+    for (size_t k = 0; k < sizeof qs / sizeof qs[0]; k++) {
+        size_t i = (size_t)((double)n * qs[k]);
+        char name[32];
+        snprintf(name, sizeof name, ">=p%g", 100 * qs[k]);
+        if (i < n) {
+            fprintf(stderr, "  %s at %u ns\n", name, all[i].ns);
+            path_line(name, all + i, n - i);
+        }
+    }
+    path_line("all", all, n);
+    /* The other way round: time by path class. */
+    static const struct { const char *name; unsigned lo, hi; } lc[] = {
+        { "loads<=4", 0, 4 }, { "loads5-8", 5, 8 }, { "loads9-16", 9, 16 }, { "loads17-64", 17, 64 },
+        { "loads65+", 65, UINT16_MAX } };
+    for (size_t k = 0; k < sizeof lc / sizeof lc[0]; k++) {
+        size_t cnt = 0, slow = 0;
+        for (size_t i = 0; i < n; i++)
+            if (all[i].loads >= lc[k].lo && all[i].loads <= lc[k].hi)
+                cnt++, slow += i >= (size_t)((double)n * 0.999);
+        fprintf(stderr, "  %-10s %6.3f%% of ops, %6.2f%% of those >= p99.9\n", lc[k].name, 100.0 * (double)cnt / (double)(n ? n : 1),
+                100.0 * (double)slow / (double)(cnt ? cnt : 1));
+    }
+    free(all);
+}
+
+/* Per thread: the operations' histogram, then the floor's, then
+ * (counting build) the path records. */
 static int lat_setup(bench_run_t *r)
 {
-    r->shared = calloc((size_t)r->nthreads, sizeof(lat_hist_t));
+    r->shared = calloc(2 * (size_t)r->nthreads * sizeof(lat_hist_t) + (size_t)r->nthreads * sizeof(lat_paths_t), 1);
     return r->shared ? 0 : -1;
+}
+
+static void lat_thread_paths(bench_thread_t *t, lat_hist_t *h, lat_paths_t *pp)
+{
+    void *ring[RING] = { 0 };
+    unsigned head = 0;
+    pp->rec = malloc(PATH_MAX_OPS * sizeof *pp->rec);
+    if (!pp->rec)
+        abort();
+    bench_atomics_t a, b;
+    bench_begin(t);
+    const uint64_t deadline = t->t_begin + (uint64_t)(t->run->p->seconds * 1e9);
+    uint64_t now = t->t_begin;
+    while (now < deadline) {
+        bench_atomics_read(&a);
+        uint64_t t0 = bench_now_ns();
+        void *p = bench_alloc_order(t, 0);
+        uint64_t t1 = bench_now_ns();
+        bench_atomics_read(&b);
+        record(h, t1 - t0);
+        path_record(pp, t1 - t0, &a, &b, 0);
+        now = t1;
+        if (ring[head]) {
+            void *old = ring[head];
+            bench_atomics_read(&a);
+            t0 = bench_now_ns();
+            bench_free(t, old);
+            now = bench_now_ns();
+            bench_atomics_read(&b);
+            record(h, now - t0);
+            path_record(pp, now - t0, &a, &b, 1);
+        }
+        ring[head] = p;
+        head = (head + 1) % RING;
+    }
+    bench_end(t);
+    for (unsigned i = 0; i < RING; i++)
+        if (ring[i])
+            t->a->free(t->inst, ring[i]);
 }
 
 static void lat_thread(bench_thread_t *t)
 {
+    if (bench_counting) {
+        lat_hist_t *hs = t->run->shared;
+        lat_thread_paths(t, &hs[t->id], (lat_paths_t *)(hs + 2 * t->run->nthreads) + t->id);
+        return;
+    }
     lat_hist_t *h = &((lat_hist_t *)t->run->shared)[t->id];
+    lat_hist_t *fl = &((lat_hist_t *)t->run->shared)[t->run->nthreads + t->id];
     void *ring[RING] = { 0 };
-    unsigned head = 0;
+    unsigned head = 0, it = 0;
     bench_begin(t);
     const uint64_t deadline = t->t_begin + (uint64_t)(t->run->p->seconds * 1e9);
     uint64_t now = t->t_begin;
@@ -99,6 +255,11 @@ static void lat_thread(bench_thread_t *t)
         }
         ring[head] = p;
         head = (head + 1) % RING;
+        if (++it % FLOOR_EVERY == 0) {
+            t0 = bench_now_ns();
+            t1 = bench_now_ns();
+            record(fl, t1 - t0);
+        }
     }
     bench_end(t);
     for (unsigned i = 0; i < RING; i++)
@@ -126,17 +287,24 @@ static double quantile(const lat_hist_t *h, double q)
     return (double)h->max;
 }
 
-static void lat_teardown(bench_run_t *r)
+/* hs[0..n) merged into a new histogram. */
+static lat_hist_t *merged(const lat_hist_t *hs, int n)
 {
-    lat_hist_t *hs = r->shared, *all = calloc(1, sizeof *all);
+    lat_hist_t *all = calloc(1, sizeof *all);
     if (!all)
         abort();
-    for (int i = 0; i < r->nthreads; i++) {
+    for (int i = 0; i < n; i++) {
         for (unsigned b = 0; b < NBUCKETS; b++)
             all->count[b] += hs[i].count[b];
         all->n += hs[i].n;
         all->max = hs[i].max > all->max ? hs[i].max : all->max;
     }
+    return all;
+}
+
+static void lat_teardown(bench_run_t *r)
+{
+    lat_hist_t *hs = r->shared, *all = merged(hs, r->nthreads), *fl = merged(hs + r->nthreads, r->nthreads);
     bench_metric(r, "p50", quantile(all, 0.5));
     bench_metric(r, "p99", quantile(all, 0.99));
     bench_metric(r, "p99.9", quantile(all, 0.999));
@@ -152,7 +320,15 @@ static void lat_teardown(bench_run_t *r)
         best = b - a < best ? b - a : best;
     }
     bench_metric(r, "timer_ns", (double)best);
+    bench_metric(r, "floor_p50", quantile(fl, 0.5));
+    bench_metric(r, "floor_p99", quantile(fl, 0.99));
+    bench_metric(r, "floor_p99.9", quantile(fl, 0.999));
+    bench_metric(r, "floor_p99.99", quantile(fl, 0.9999));
+    bench_metric(r, "floor_max", (double)fl->max);
+    free(fl);
     free(all);
+    if (bench_counting)
+        lat_paths_report(r, (lat_paths_t *)(hs + 2 * r->nthreads));
     free(hs);
 }
 
@@ -160,7 +336,7 @@ const bench_workload_t bench_wl_latency = {
     .name = "latency", .source = "issue 11 (tail latency under preemption)", .group = "experiment",
     .help = "8 threads (more than cores): alloc an order-0 frame, free the oldest of 32, each operation timed; p50..p99.99, max and the CDF (quick 0.5 s)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_NONE, .threads = "8", .metric = "ops_per_s", .plot = "cdf",
-    .show = "p50,p99,p99.9,max", .scale = lat_scale, .setup = lat_setup, .teardown = lat_teardown,
+    .show = "p50,p99,p99.9,max,floor_p99.9", .scale = lat_scale, .setup = lat_setup, .teardown = lat_teardown,
     .thread = lat_thread,
 };
 BENCH_WORKLOAD(bench_wl_latency);

@@ -10,21 +10,21 @@ JOBS=${NBBS_TEST_JOBS:-$(nproc)}
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=gcc \
   -DCMAKE_CXX_COMPILER=g++ -DNBBS_BUILD_BENCH=OFF > /dev/null
 targets="nbbs_explore"
-for n in 1 2 3 4 5 7 8 9 10 11; do targets="$targets nbbs_explore_bug$n"; done
+for n in 1 2 3 4 5 7 8 9 10 11 12; do targets="$targets nbbs_explore_bug$n"; done
 cmake --build $B -j "$JOBS" --target $targets
 X=$B/tests/explore
 
 # A planted bug is hunted on every scenario where the real core passes (the
 # explorer skips those marked with a known core bug, see --list).
 status=0
-for n in 1 2 3 4 5 7 8 10 11; do
+for n in 1 2 3 4 5 7 8 10 11 12; do
   out=$($X/nbbs_explore_bug$n --expect-fail --pct --budget 240) || status=1
   echo "$out" | grep -E "^FAIL|^planted" || true
 done
 # Bug 9 needs one exact interleaving of three threads (PCT did not reach it in
 # 240 s): the hand-written schedule of ctest explore_aba_tree, which the real
 # core passes, must fail with the lost mark.
-out=$($X/nbbs_explore_bug9 --expect-fail --scenario aba-tree --prefix "0*25.1*14.2*11.1*2.0*1") || status=1
+out=$($X/nbbs_explore_bug9 --expect-fail --scenario aba-tree --prefix "0*23.1*14.2*11.1*2.0*1") || status=1
 echo "$out" | grep "S1: the live block" || status=1
 [ $status -eq 0 ] || { echo "20-explore: a planted bug was NOT found"; exit 1; }
 

@@ -55,6 +55,15 @@ typedef struct nbbs_pos {
 static inline nbbs_pos_t nbbs__pos(const nbbs_t *b, unsigned r, uint64_t gp, unsigned lpw)
 {
     unsigned k = nbbs__row(b, r, lpw);
+    if (lpw == 1) {
+        /* TREE: a row is one level and a word one slot (row_bottom[k] = r,
+         * row_spw_log[k] = 0, nbbs_init), so only the row's offset is
+         * looked up: the climbs call this once per level. */
+        uint64_t t = gp >> r;
+        nbbs_pos_t p = { t * b->tree_words + b->row_off[k] + (gp - (t << r)), 0, 0, true };
+        NBBS_ASSERT(b->row_bottom[k] == r && b->row_spw_log[k] == 0);
+        return p;
+    }
     unsigned sl = b->row_spw_log[k];          /* log2(slots per word) */
     nbbs_pos_t p;
     p.depth = b->row_bottom[k] - r;
@@ -72,7 +81,9 @@ static inline nbbs_pos_t nbbs__pos(const nbbs_t *b, unsigned r, uint64_t gp, uns
  * the climb came from. Returns false at a tree root. */
 static inline bool nbbs__up(const nbbs_t *b, unsigned *r, uint64_t *gp, unsigned *side, unsigned lpw)
 {
-    unsigned r0 = b->row_top[nbbs__row(b, *r, lpw)];
+    /* TREE: every level is a row's top (row_top[k] = r), no table load. */
+    unsigned r0 = lpw == 1 ? *r : b->row_top[nbbs__row(b, *r, lpw)];
+    NBBS_ASSERT(lpw != 1 || b->row_top[nbbs__row(b, *r, lpw)] == *r);
     if (r0 == 0)
         return false;
     uint64_t top = *gp >> (*r - r0);
