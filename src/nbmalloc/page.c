@@ -99,7 +99,7 @@ uint32_t nbm__page_carved(const nbm_page_t *pg)
  * size. On the AMD EPYC (Zen 3) we measure on, stores that alternate
  * between two lines whose addresses agree in bits 9-14 and in a hash of
  * bits 15-27 (bits 28 and up do not count; bits 16-19 are folded with
- * 21-24) cost 15-30 ns a pair instead of about 1 (/tmp microbenchmark,
+ * 21-24) cost 15-30 ns a pair instead of about 1 (a two-line loop,
  * docs/nbmalloc.md): linux-scalability at 8 B ran 3-4x slower in the
  * processes where its block and the bench's thread record (first objects of
  * pages 2 MiB + 64 KiB or 4 MiB + 128 KiB apart, in adjacent arenas)
