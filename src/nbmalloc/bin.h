@@ -1,8 +1,9 @@
 /*
  * bin.h - a bin's page lists and current page, kept by the heap's owner
- * alone (heap.c, large.c): the avail list (pages of the class with a free
- * or, for a large class, an uncarved object) and the list of every page the
- * heap owns in the class.
+ * alone (heap.c, large.c; free.c appends a full page's first free to
+ * avail): the avail list (pages of the class with a free or, for a large
+ * class, an uncarved object) and the list of every page the heap owns in
+ * the class.
  */
 #ifndef NBM_BIN_H
 #define NBM_BIN_H

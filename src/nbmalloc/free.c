@@ -15,6 +15,7 @@
  * Not detected: a double free of a small object whose tag word the program
  * overwrote after the first free (a use after free).
  */
+#include "bin.h"
 #include "fast.h"
 
 void nbm__free_bad(const char *what, const void *p)
@@ -30,8 +31,19 @@ void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o,
         o[0] = pg->free;
         pg->free = o;
         uint32_t n = ++pg->nfree, carved = w >> NBM_UNIT_CARVED_SHIFT;
-        if (NBM_UNLIKELY(n == 1 || n == carved))
+        if (NBM_UNLIKELY(n == 1 || n == carved)) {
+            /* A full page's first free (as often as pages are switched to
+             * under random frees: leak, 22 % of mallocs) joins the bin's
+             * avail list here, bin in hand; an emptied page goes to the
+             * heap. (nbm__page_changed for both cost 28 instructions a
+             * call, 14 of them finding the bin again and the call.) */
+            if (n != carved) {
+                if (!pg->avail)
+                    avail_append(bin, pg);
+                return;
+            }
             nbm__page_changed(tc, pg, carved);
+        }
         return;
     }
     /* Another heap's page: held by this thread, whatever the page, while

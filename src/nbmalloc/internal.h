@@ -553,8 +553,9 @@ NBM_HIDDEN void  nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *p
 /* nbm__fatal(what, p), never returns; not declared noreturn so that free's
  * fast path reaches it with a jump and keeps no stack frame. */
 NBM_HIDDEN void  nbm__free_bad(const char *what, const void *p);
-/* The owner's free made a non-current page empty or no longer full;
- * carved: its carved count (from the unit word free read: no second look). */
+/* The owner's free made a non-current page empty (a page no longer full is
+ * appended to avail by free.c itself; handled here too); carved: its carved
+ * count (from the unit word free read: no second look). */
 NBM_HIDDEN void  nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg, uint32_t carved);
 NBM_HIDDEN void  nbm__tcache_flush(nbm_tcache_t *tc, bool spares); /* spares: give them back too */
 NBM_HIDDEN nbm_tcache_t *nbm__tcache_get(void);       /* NULL while none can be used */

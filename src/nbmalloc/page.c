@@ -89,32 +89,76 @@ uint32_t nbm__page_carved(const nbm_page_t *pg)
     return nbm_load_u32_relaxed(&ar->unit[pg - ar->pages]) >> NBM_UNIT_CARVED_SHIFT;
 }
 
+/* The object a fresh page hands out first (its colour, in objects from the
+ * page's start): the first object that starts in the page's 512-byte step
+ * 0..7, the step being the page's number (its address over its size) mod 8,
+ * inverted (7 - step) in an odd arena slot. Handed out first, that object is
+ * the one a program that allocates and frees in a loop keeps using, and a
+ * program's first objects of each class tend to be its hot ones; at their
+ * pages' starts all of them would share every address bit below the page
+ * size. On the AMD EPYC (Zen 3) we measure on, stores that alternate
+ * between two lines whose addresses agree in bits 9-14 and in a hash of
+ * bits 15-27 (bits 28 and up do not count; bits 16-19 are folded with
+ * 21-24) cost 15-30 ns a pair instead of about 1 (a two-line loop,
+ * docs/nbmalloc.md): linux-scalability at 8 B ran 3-4x slower in the
+ * processes where its block and the bench's thread record (first objects of
+ * pages 2 MiB + 64 KiB or 4 MiB + 128 KiB apart, in adjacent arenas)
+ * collided. With the step, pages whose numbers differ in bits 0-2, or
+ * that sit in adjacent arena slots, start their first objects in different
+ * steps. Other CPUs alias on the low 12 bits (4K aliasing) or L1 sets, which
+ * the steps spread too. The colour is only an order: the objects before it
+ * are carved with the others and handed out last, so it costs no memory
+ * and no check on the fast paths. */
+static uint32_t page_colour(const nbm_class_t *c, uintptr_t base)
+{
+    unsigned step = ((unsigned)(base >> __builtin_ctz(c->chunk)) ^
+                     (7u * (unsigned)((base >> NBM_ARENA_SHIFT) & 1u))) & 7u;
+    return (step * 512u + c->size - 1) / c->size;
+}
+
 /* The carved count grows (in every unit of the page) before any of the new
  * objects is handed out; each carries the freed-object tag, like every
- * object on a free list. */
+ * object on a free list. A page's first carve is linked from its colour
+ * (page_colour) on, the objects before it at the end. */
 uint32_t nbm__page_carve(nbm_page_t *pg, void **head, uint32_t max)
 {
     const nbm_class_t *c = &nbm__classes[pg->cls];
     nbm_arena_t *ar = nbm__arena_at(pg->arena);
     size_t u0 = (size_t)(pg - ar->pages);
+    uintptr_t base = ar->base + (u0 << NBM_UNIT_SHIFT);
     uint32_t carved = nbm_load_u32_relaxed(&ar->unit[u0]) >> NBM_UNIT_CARVED_SHIFT;
     uint32_t cap = c->cap;
     uint32_t n = cap - carved < max ? cap - carved : max;
     if (n == 0)
         return 0;
+    /* The first carve reaches the colour while that stays in the page's
+     * first 4 KiB, which the first object touches anyway (a 16-byte class
+     * carves 64 objects at first: 1 KiB); a class of more than 2 KiB
+     * (large.c carves one at a time) never passes that bound. */
+    uint32_t s = carved == 0 ? page_colour(c, base) : 0;
+    if (s >= n && (size_t)(s + 1) * c->size <= NBM_PAGE && s < cap)
+        n = s + 1;
+    if (s >= n)
+        s = 0;
     /* Every unit (up to 4, in a 256 KiB page): free reads the
      * count in the object's own unit word. (Counting in the first unit only
      * cost free's fast path 4 instructions for the second look.) */
     for (size_t u = 0; u < c->chunk >> NBM_UNIT_SHIFT; u++)
         nbm_add_u32(&ar->unit[u0 + u], n << NBM_UNIT_CARVED_SHIFT);
-    char *first = (char *)(ar->base + (u0 << NBM_UNIT_SHIFT)) + (size_t)carved * c->size;
+    char *first = (char *)base + (size_t)carved * c->size;
     for (uint32_t k = 0; k < n; k++) {
         void **o = (void **)(first + (size_t)k * c->size);
         o[0] = first + (size_t)(k + 1) * c->size;
         o[1] = (void *)((uintptr_t)o ^ nbm__secret);
     }
-    *(void **)(first + (size_t)(n - 1) * c->size) = *head;
-    *head = first;
+    if (s) { /* s .. n - 1, then 0 .. s - 1 */
+        *(void **)(first + (size_t)(n - 1) * c->size) = first;
+        *(void **)(first + (size_t)(s - 1) * c->size) = *head;
+        *head = first + (size_t)s * c->size;
+    } else {
+        *(void **)(first + (size_t)(n - 1) * c->size) = *head;
+        *head = first;
+    }
     return n;
 }
 

@@ -269,20 +269,37 @@ static void double_medium(void **s) { (void)s; void *p = nbm_malloc(100000); nbm
 static void interior_medium(void **s) { (void)s; char *p = nbm_malloc(100000); nbm_free(p + 4096); }
 static void double_huge(void **s) { (void)s; void *p = nbm_malloc(NBM_MEDIUM_MAX + 1); nbm_free(p); nbm_free(p); }
 static void interior_huge(void **s) { (void)s; char *p = nbm_malloc(NBM_MEDIUM_MAX + 1); nbm_free(p + 64); }
-/* A 64-byte object that starts a new chunk: only its first batch is carved. */
-static char *chunk_start_64(void)
+/* The first object a new chunk of 64-byte objects hands out (at the
+ * chunk's colour, docs/nbmalloc.md): only the chunk's first batch (64
+ * objects, the colour among them) is carved. */
+static char *chunk_first_64(void)
 {
+    uintptr_t prev = 0;
     for (int i = 0; i < 100000; i++) {
         char *p = nbm_malloc(64);
-        if (((uintptr_t)p & 0xffff) == 0)
+        uintptr_t chunk = (uintptr_t)p & ~(uintptr_t)0xffff;
+        unsigned step = (unsigned)((chunk >> 16) ^ (7u * ((chunk >> 30) & 1u))) & 7u;
+        if (prev && chunk != prev && (uintptr_t)p - chunk == step * 512u)
             return p;
+        prev = chunk;
     }
     abort();
 }
 /* Object-aligned, inside a chunk, never carved: never handed out. */
-static void never_carved_small(void **s) { (void)s; char *p = chunk_start_64(); nbm_free(p + 1000 * 64); }
-/* Carved onto the free list with p's batch, never handed out. */
-static void carved_unused_small(void **s) { (void)s; char *p = chunk_start_64(); nbm_free(p + 63 * 64); }
+static void never_carved_small(void **s)
+{
+    (void)s;
+    char *p = chunk_first_64();
+    nbm_free((char *)((uintptr_t)p & ~(uintptr_t)0xffff) + 1000 * 64);
+}
+/* Carved onto the free list with p's batch, never handed out: the next
+ * object, or the chunk's first when p is the batch's last. */
+static void carved_unused_small(void **s)
+{
+    (void)s;
+    char *p = chunk_first_64(), *base = (char *)((uintptr_t)p & ~(uintptr_t)0xffff);
+    nbm_free(p + 64 < base + 64 * 64 ? p + 64 : base);
+}
 static void freed_usable(void **s) { (void)s; void *p = nbm_malloc(32); nbm_free(p); (void)nbm_usable_size(p); }
 static void freed_realloc(void **s) { (void)s; void *p = nbm_malloc(32); nbm_free(p); (void)nbm_realloc(p, 100); }
 static void double_medium_shared(void **s)

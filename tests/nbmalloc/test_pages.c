@@ -19,7 +19,11 @@
  *  - a page emptied by its owner's frees and taken again for its class
  *    comes back with its free list (not carved again: the first object is
  *    the last one freed), holds the same objects, and after nbm_purge a
- *    page of the class is carved afresh from its start.
+ *    page of the class is carved afresh from its start;
+ *  - a fresh page hands out first the object at its colour: the first
+ *    object in the 512-byte step (page number mod 8, inverted in an odd
+ *    arena slot) of its start, so the first objects of pages do not all
+ *    share their low address bits (docs/nbmalloc.md, "Page colour").
  * Usage: nbm_test_pages [--mib M] [--objects N]
  */
 #include <pthread.h>
@@ -240,6 +244,41 @@ static void test_spare_revive(void)
     nbm_purge(); /* no page of this test left for the next one to take */
 }
 
+/* --- page colour ----------------------------------------------------------- */
+#define COLOUR_SIZE 48 /* a class no other test here uses: 1365 objects a 64 KiB page */
+#define COLOUR_N    (24 * 1365)
+
+static void test_colour(void)
+{
+    static void *v[COLOUR_N];
+    uintptr_t pages[64];
+    int npages = 0, bad = 0, steps = 0;
+    for (int i = 0; i < COLOUR_N; i++) {
+        v[i] = nbm_malloc(COLOUR_SIZE);
+        CHECK(v[i] != NULL);
+        if (!v[i])
+            return;
+        uintptr_t pg = page_of(v[i]);
+        int seen = 0;
+        for (int k = 0; k < npages; k++)
+            seen |= pages[k] == pg;
+        if (seen || npages == 64)
+            continue;
+        /* The first object this page handed out. */
+        pages[npages++] = pg;
+        unsigned step = (unsigned)((pg >> 16) ^ (7u * ((pg >> 30) & 1u))) & 7u;
+        uintptr_t want = (step * 512u + COLOUR_SIZE - 1) / COLOUR_SIZE * COLOUR_SIZE;
+        bad += (uintptr_t)v[i] - pg != want;
+        steps |= 1 << (((uintptr_t)v[i] - pg) >> 9);
+    }
+    CHECK_EQ(bad, 0);
+    CHECK(npages >= 20);
+    CHECK(__builtin_popcount((unsigned)steps) >= 4); /* spread, not all at the start */
+    for (int i = 0; i < COLOUR_N; i++)
+        nbm_free(v[i]);
+    nbm_purge();
+}
+
 /* --- producers and consumers ----------------------------------------------- */
 #define RING 1024
 static _Atomic uintptr_t ring[RING];
@@ -440,6 +479,7 @@ int main(int argc, char **argv)
 #endif
     test_return(mib, check_rss);
     test_spare_revive();
+    test_colour();
     test_remote_page_reuse();
     test_held_remote();
     test_held_mixed();
