@@ -19,7 +19,7 @@
  * the max block gets a last, partial tree whose missing tail is never handed
  * out.
  *
- * Concurrency contract: nbbs_alloc, nbbs_alloc_order, nbbs_free and
+ * Concurrency contract: nbbs_alloc, nbbs_alloc_order, nbbs_alloc_at, nbbs_free and
  * nbbs_block_size may be called from any number of threads at once on the
  * same instance, and never block or sleep (no lock, no allocation, no
  * system call); so may the frame caches' functions, each cache used by one
@@ -71,8 +71,12 @@ typedef struct nbbs_config {
                                 * min(9, max_order); at most max_order */
 } nbbs_config_t;
 
-/* Error code returned by nbbs_free and nbbs_occupancy_map for bad input. */
+/* Error code returned by nbbs_free, nbbs_alloc_at and nbbs_occupancy_map for
+ * bad input. */
 #define NBBS_EINVAL (-22)
+
+/* Error code returned by nbbs_alloc_at when the block named is not free. */
+#define NBBS_EBUSY (-16)
 
 /* Largest max_order an instance accepts (a block of 2^62 bytes at most). */
 #define NBBS_MAX_ORDER 62
@@ -132,6 +136,27 @@ void *nbbs_alloc(nbbs_t *b, size_t size);
 /* Allocates a block of min_block << order bytes; as nbbs_alloc. Returns NULL
  * if order > max_order. */
 void *nbbs_alloc_order(nbbs_t *b, unsigned order);
+
+/* Allocates exactly the block of min_block << order bytes that starts at
+ * addr, if it is free: the claim and climb an allocation makes once its
+ * search has found a candidate, on the node the caller names, with no search
+ * and no placement (no hint, no hole bit is touched). So a caller can build
+ * a block of a size that is not a power of two from contiguous pieces:
+ * nbbs_alloc_order of the next power of two finds a free range, nbbs_free
+ * gives it back, nbbs_alloc_at takes the pieces (and frees those it took if
+ * one is lost to a concurrent allocation). The block is then live as any
+ * other: nbbs_free and nbbs_block_size know it.
+ *
+ * Returns 0 on success; NBBS_EBUSY, with nothing changed, if some part of
+ * the block was seen allocated, inside or around a live block, held by a
+ * frame cache (not reclaimed: only nbbs_alloc_order takes cached blocks), or
+ * being released by a concurrent nbbs_free, at a moment of the call;
+ * NBBS_EINVAL, with nothing changed, if b is NULL, order > max_order, or
+ * addr is not the start of a block of that order wholly inside the arena
+ * (outside it, not aligned to the block's size relative to base, or reaching
+ * past the arena's end in a partial last tree). Thread-safe as nbbs_alloc,
+ * never blocks; a success acquires as a successful nbbs_alloc does. */
+int nbbs_alloc_at(nbbs_t *b, void *addr, unsigned order);
 
 /* Releases the block that starts at p. Returns 0, or NBBS_EINVAL and changes
  * nothing if p is not the start of a live block: outside the arena, not

@@ -342,6 +342,98 @@ static void test_fill_points(nbbs_layout_t lay)
     nbbs_destroy(b);
 }
 
+/* nbbs_alloc_at: exactly the block named, if free. Every bad argument is
+ * NBBS_EINVAL and every block not free NBBS_EBUSY, both with the metadata
+ * byte-identical; a success is a live block like any other, and pieces taken
+ * from a free range make a block of a size that is not a power of two. */
+static void test_alloc_at(nbbs_layout_t lay)
+{
+    nbbs_config_t c = { .min_block = 64, .max_order = 4, .layout = lay };
+    size_t arena = 64 * 16 * 2 + 64 * 4; /* two trees and a partial one of 4 leaves */
+    size_t need = nbbs_meta_size(arena, &c);
+    char *meta = meta_alloc(need), *snap = malloc(need);
+    nbbs_t *b = nbbs_init(meta, need, FAKE_BASE, arena, &c);
+    CHECK(b != NULL);
+    if (!b)
+        return;
+    char *live = FAKE_BASE + 64 * 4; /* order 2 at leaf 4 */
+    CHECK_EQ(nbbs_alloc_at(b, live, 2), 0);
+    CHECK_EQ(nbbs_block_size(b, live), 256);
+    CHECK_EQ(nbbs_validate(b), 0);
+
+    memcpy(snap, meta, need);
+    struct { char *a; unsigned o; int rc; } cases[] = {
+        { FAKE_BASE - 64, 0, NBBS_EINVAL },          /* below the arena */
+        { FAKE_BASE + arena, 0, NBBS_EINVAL },       /* just past it */
+        { FAKE_BASE + 1, 0, NBBS_EINVAL },           /* not aligned to min_block */
+        { FAKE_BASE + 64, 1, NBBS_EINVAL },          /* not aligned to the block's size */
+        { FAKE_BASE + 64 * 32, 3, NBBS_EINVAL },     /* reaches past the end of the partial tree */
+        { FAKE_BASE + 64 * 32, 4, NBBS_EINVAL },     /* the same, a whole tree's size */
+        { FAKE_BASE, 5, NBBS_EINVAL },               /* order > max_order */
+        { live, 2, NBBS_EBUSY },                     /* the live block itself */
+        { live + 64, 0, NBBS_EBUSY },                /* inside it */
+        { live, 1, NBBS_EBUSY },                     /* its first half */
+        { FAKE_BASE, 3, NBBS_EBUSY },                /* a block around it */
+        { FAKE_BASE, 4, NBBS_EBUSY },                /* its tree */
+    };
+    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_EQ(nbbs_alloc_at(b, cases[i].a, cases[i].o), cases[i].rc);
+        CHECK(memcmp(snap, meta, need) == 0);
+    }
+    CHECK_EQ(nbbs_alloc_at(NULL, FAKE_BASE, 0), NBBS_EINVAL);
+    CHECK(memcmp(snap, meta, need) == 0);
+
+    /* The last whole block of the partial tree is allocatable. */
+    CHECK_EQ(nbbs_alloc_at(b, FAKE_BASE + 64 * 32, 2), 0);
+    CHECK_EQ(nbbs_free(b, FAKE_BASE + 64 * 32), 0);
+
+    /* Pieces of a free range (5 x 64 bytes of an order-3 block): the normal
+     * search finds the range, it is freed, its pieces are taken in place. */
+    char *r = nbbs_alloc_order(b, 3);
+    CHECK(r != NULL);
+    CHECK_EQ(nbbs_free(b, r), 0);
+    CHECK_EQ(nbbs_alloc_at(b, r, 2), 0);
+    CHECK_EQ(nbbs_alloc_at(b, r + 256, 0), 0);
+    CHECK_EQ(nbbs_validate(b), 0);
+    nbbs_stats_t st;
+    nbbs_get_stats(b, &st);
+    CHECK_EQ(st.used_bytes, 256 + 256 + 64);
+    CHECK_EQ(st.live_blocks, 3);
+    /* The rest of the range is free for anyone: 3 blocks of order 0 fit
+     * there, and nothing handed out overlaps the pieces. */
+    CHECK_EQ(nbbs_alloc_at(b, r + 320, 0), 0);
+    CHECK_EQ(nbbs_alloc_at(b, r + 384, 1), 0);
+    for (char *q; (q = nbbs_alloc_order(b, 0)) != NULL;)
+        CHECK(q < r || q >= r + 512);
+    CHECK_EQ(nbbs_validate(b), 0);
+    CHECK_EQ(nbbs_free(b, r + 384), 0);
+    CHECK_EQ(nbbs_alloc_at(b, r + 384, 1), 0); /* a block just freed is free again */
+    CHECK_EQ(nbbs_free(b, r + 384), 0);
+    CHECK_EQ(nbbs_free(b, r + 384), NBBS_EINVAL); /* and freed once only */
+    free(meta);
+    free(snap);
+
+    /* A block held by a frame cache is busy (only nbbs_alloc_order reclaims). */
+    nbbs_t *b2 = nbbs_create(FAKE_BASE, 64 * 16, &c);
+    nbbs_cache_config_t cc = { 1, 1, 1 };
+    size_t cs = nbbs_cache_size(&cc);
+    void *cm = meta_alloc(cs);
+    nbbs_cache_t *cache = nbbs_cache_init(cm, cs, b2, &cc);
+    CHECK(b2 && cache);
+    if (b2 && cache) {
+        char *p = nbbs_cache_alloc(cache, 0);
+        CHECK(p != NULL);
+        CHECK_EQ(nbbs_cache_free(cache, p), 0);
+        CHECK_EQ(nbbs_alloc_at(b2, p, 0), NBBS_EBUSY);
+        nbbs_cache_drain(cache);
+        CHECK_EQ(nbbs_alloc_at(b2, p, 0), 0);
+        CHECK_EQ(nbbs_free(b2, p), 0);
+        CHECK_EQ(nbbs_validate(b2), 0);
+    }
+    nbbs_destroy(b2);
+    free(cm);
+}
+
 int main(void)
 {
     for (unsigned i = 0; i < 2; i++) {
@@ -355,6 +447,7 @@ int main(void)
         test_untouched_arena(lay);
         test_metadata_size(lay);
         test_fill_points(lay);
+        test_alloc_at(lay);
     }
     TEST_MAIN_END();
 }

@@ -10,6 +10,9 @@
  * allocations. Afterwards everything is free: nbbs_validate must pass and
  * every max-size block must be allocatable again. A second phase has all
  * threads race to free the same blocks: exactly one free of each succeeds.
+ * nbbs_alloc_at is mixed in two ways: a block at a random position (any
+ * order), and a 3/4-size block of two pieces taken in place in a range the
+ * normal search found and freed; a lost piece gives back the one taken.
  *
  * Usage: test_stress [ops-per-thread] [max-threads]
  */
@@ -33,6 +36,7 @@ typedef struct {
     char               *base;
     size_t              min_block;
     unsigned            max_order;
+    size_t              arena;
     _Atomic uint64_t   *owner;   /* per min_block: tag of the live block covering it, or 0 */
     _Atomic(char *)     mailbox[MAILBOX];
     _Atomic uint64_t    next_tag;
@@ -44,7 +48,7 @@ typedef struct {
     shared_t *s;
     unsigned  id;
     uint64_t rng;
-    long      allocs, null_allocs;
+    long      allocs, null_allocs, at_ok, at_busy;
 } worker_t;
 
 static void fail(shared_t *s, const char *what, void *p)
@@ -106,7 +110,52 @@ static void *worker(void *arg)
     int nlive = 0;
     for (long i = 0; i < s->ops && !atomic_load(&s->failed); i++) {
         uint64_t r = nbbs_tu_rand(&w->rng);
-        if (nlive < MAX_LIVE && (nlive == 0 || r % 100 < 55)) {
+        if (nlive + 2 <= MAX_LIVE && r % 100 < 12) {
+            /* In place: a random block, or the two pieces (orders o - 1 and
+             * o - 2) of a free order-o range the search found. */
+            unsigned o = 1 + (unsigned)(nbbs_tu_rand(&w->rng) % s->max_order);
+            o = (r >> 20) % 4 ? (o + 2) / 3 : o;
+            char *at[2];
+            unsigned ord[2], n = 0;
+            if (r % 100 < 6) {
+                uint64_t pos = nbbs_tu_rand(&w->rng) % ((uint64_t)s->arena / (s->min_block << o));
+                at[0] = s->base + pos * (s->min_block << o), ord[0] = o, n = 1;
+            } else {
+                char *p = nbbs_alloc_order(s->b, o);
+                w->allocs++;
+                if (!p) {
+                    w->null_allocs++;
+                    continue;
+                }
+                if (nbbs_free(s->b, p) != 0)
+                    fail(s, "nbbs_free refused a block just allocated", p);
+                at[0] = p, ord[0] = o - 1, n = 1;
+                if (o >= 2)
+                    at[1] = p + (s->min_block << (o - 1)), ord[1] = o - 2, n = 2;
+            }
+            unsigned got = 0;
+            for (; got < n; got++) {
+                int rc = nbbs_alloc_at(s->b, at[got], ord[got]);
+                if (rc == NBBS_EBUSY)
+                    break;
+                if (rc != 0) {
+                    fail(s, "nbbs_alloc_at: neither 0 nor NBBS_EBUSY", at[got]);
+                    break;
+                }
+                if (blk_size(s, at[got]) != s->min_block << ord[got])
+                    fail(s, "wrong block size after nbbs_alloc_at", at[got]);
+                take(s, at[got], s->min_block << ord[got]);
+            }
+            if (got < n) {
+                w->at_busy++;
+                while (got)
+                    give_back(s, at[--got]); /* a piece was lost: the whole block is not had */
+            } else {
+                w->at_ok++;
+                for (unsigned i = 0; i < n; i++)
+                    live[nlive++] = at[i];
+            }
+        } else if (nlive < MAX_LIVE && (nlive == 0 || r % 100 < 55)) {
             unsigned o = (unsigned)(nbbs_tu_rand(&w->rng) % (s->max_order + 1));
             o = (r >> 20) % 4 ? o / 3 : o; /* mostly small orders */
             char *p = nbbs_alloc_order(s->b, o);
@@ -183,20 +232,21 @@ static void run(nbbs_layout_t lay, unsigned nthreads, long ops)
     nbbs_config_t c = { .min_block = min_block, .max_order = max_order, .layout = lay };
     s.b = nbbs_create(base, arena, &c);
     CHECK(s.b != NULL);
-    s.base = base, s.min_block = min_block, s.max_order = max_order, s.ops = ops;
+    s.base = base, s.min_block = min_block, s.max_order = max_order, s.ops = ops, s.arena = arena;
     s.owner = calloc(arena / min_block, sizeof *s.owner);
 
     pthread_t th[64];
     worker_t w[64];
     for (unsigned t = 0; t < nthreads; t++) {
-        w[t] = (worker_t){ &s, t, 0x1234567ull * (t + 1) + nthreads, 0, 0 };
+        w[t] = (worker_t){ &s, t, 0x1234567ull * (t + 1) + nthreads, 0, 0, 0, 0 };
         pthread_create(&th[t], NULL, worker, &w[t]);
     }
-    long allocs = 0, nulls = 0;
+    long allocs = 0, nulls = 0, at_ok = 0, at_busy = 0;
     for (unsigned t = 0; t < nthreads; t++) {
         pthread_join(th[t], NULL);
-        allocs += w[t].allocs, nulls += w[t].null_allocs;
+        allocs += w[t].allocs, nulls += w[t].null_allocs, at_ok += w[t].at_ok, at_busy += w[t].at_busy;
     }
+    CHECK(at_ok > 0); /* the in-place allocations did run */
     for (int i = 0; i < MAILBOX; i++) {
         char *p = atomic_exchange(&s.mailbox[i], NULL);
         if (p)
@@ -204,8 +254,8 @@ static void run(nbbs_layout_t lay, unsigned nthreads, long ops)
     }
     CHECK_EQ(atomic_load(&s.failed), 0);
     check_all_free(&s, arena);
-    printf("stress %-5s %2u threads: %ld allocations (%ld NULL), ok\n",
-           lay == NBBS_LAYOUT_TREE ? "tree" : "bunch", nthreads, allocs, nulls);
+    printf("stress %-5s %2u threads: %ld allocations (%ld NULL), %ld in place (%ld busy), ok\n",
+           lay == NBBS_LAYOUT_TREE ? "tree" : "bunch", nthreads, allocs, nulls, at_ok, at_busy);
 
     race_b = s.b;
     for (unsigned i = 0; i < RACE_N; i++) {

@@ -10,14 +10,14 @@ JOBS=${NBBS_TEST_JOBS:-$(nproc)}
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=gcc \
   -DCMAKE_CXX_COMPILER=g++ -DNBBS_BUILD_BENCH=OFF > /dev/null
 targets="nbbs_explore"
-for n in 1 2 3 4 5 7 8 9 10 11 12; do targets="$targets nbbs_explore_bug$n"; done
+for n in 1 2 3 4 5 7 8 9 10 11 12 13; do targets="$targets nbbs_explore_bug$n"; done
 cmake --build $B -j "$JOBS" --target $targets
 X=$B/tests/explore
 
 # A planted bug is hunted on every scenario where the real core passes (the
 # explorer skips those marked with a known core bug, see --list).
 status=0
-for n in 1 2 3 4 5 7 8 10 11 12; do
+for n in 1 2 3 4 5 7 8 10 11 12 13; do
   out=$($X/nbbs_explore_bug$n --expect-fail --pct --budget 240) || status=1
   echo "$out" | grep -E "^FAIL|^planted" || true
 done
@@ -33,3 +33,5 @@ $X/nbbs_explore --dfs --scenario bunch-d3,bunch-d5,bunch-d5-mix,tree-undo,bunch-
 # did not end in 15 minutes once phase 3 took OWN_P): PCT instead.
 $X/nbbs_explore --pct --scenario tree-d2,tree-d3,tree-d3-00 --budget 60
 $X/nbbs_explore --pct --scenario stale-tree-8t,stale-bunch-8t,tree-stale,stale-bunch --budget 60
+# nbbs_alloc_at racing searches and frees (ctest explore_at runs 10 s of it).
+$X/nbbs_explore --pct --scenario at-tree,at-bunch,pct-at-tree-d4,pct-at-bunch-d6 --budget 40

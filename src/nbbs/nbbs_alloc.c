@@ -24,6 +24,28 @@ void *nbbs_alloc(nbbs_t *b, size_t size)
     return p ? p : nbbs__reclaim(b, order);
 }
 
+/* The named node's try-allocate (FN(take): the claim and the climb that the
+ * search runs on a candidate it found), then the index entry, as FN(taken)
+ * records a block the search won; the index entry is 0 there (asserted):
+ * a live block starting at leaf would have failed the claim. */
+int nbbs_alloc_at(nbbs_t *b, void *addr, unsigned order)
+{
+    if (!b || order > b->max_order)
+        return NBBS_EINVAL;
+    uint64_t leaf = nbbs__leaf_of(b, addr);
+    if (leaf == UINT64_MAX || (leaf & ((UINT64_C(1) << order) - 1)) || (b->nleaves - leaf) >> order == 0)
+        return NBBS_EINVAL;
+    unsigned r = b->max_order - order;
+    uint64_t gp = leaf >> order;
+    if (!(nbbs__is_bunch(b) ? nbbs__bunch_take(b, r, gp) : nbbs__tree_take(b, r, gp)))
+        return NBBS_EBUSY;
+    NBBS_ASSERT(nb_peek_u8(&b->index[leaf]) == 0);
+    /* Release: read by its free, which the caller's hand-over orders after
+     * this (as FN(taken)). */
+    nb_store_rel_u8(&b->index[leaf], (uint8_t)(order + 1));
+    return 0;
+}
+
 /* The index entry is taken with a CAS before the tree is touched, so of two
  * frees of one block exactly one proceeds, and a stale, foreign or interior
  * pointer, or a block a frame cache holds, is rejected without any write. */

@@ -283,3 +283,58 @@ void nbm__block_free(nbm_arena_t *ar, void *p)
         nbm__fatal("internal error: back-end refused to free block", p);
 }
 
+/* Frees the pieces [p, end) of a block of `pages` pages, largest first. */
+static void pieces_free(nbm_arena_t *ar, char *p, char *end, size_t pages)
+{
+    for (unsigned k = 64u - (unsigned)__builtin_clzll(pages); k-- > 0 && p < end;)
+        if (pages >> k & 1) {
+            nbm__block_free(ar, p);
+            p += NBM_PAGE << k;
+        }
+}
+
+/* Tries of the search and the in-place takes before the power-of-two
+ * block is kept whole. */
+#define NBM_PIECE_TRIES 3
+
+void *nbm__block_alloc_pieces(size_t pages, uint32_t *hint, bool *whole)
+{
+    unsigned o = 63u - (unsigned)__builtin_clzll(pages); /* 2^o < pages < 2^(o+1) */
+    *whole = false;
+    for (unsigned t = 0;; t++) {
+        char *p = nbm__block_alloc(o + 1, hint);
+        if (!p || t + 1 == NBM_PIECE_TRIES) {
+            *whole = p != NULL;
+            return p;
+        }
+        nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)p);
+        nbm__block_free(ar, p);
+        char *q = p;
+        bool ok = true;
+        for (unsigned k = o + 1; k-- > 0 && ok;)
+            if (pages >> k & 1) {
+                int rc = nbbs_alloc_at(ar->bb, q, k);
+                if (rc == NBBS_EBUSY)
+                    ok = false; /* another allocation took part of the range meanwhile */
+                else if (rc != 0)
+                    nbm__fatal("internal error: back-end refused a piece at", q);
+                else
+                    q += NBM_PAGE << k;
+            }
+        if (ok) {
+            for (char *c = p; c < q;) {
+                unsigned k = 63u - (unsigned)__builtin_clzll((size_t)(nbbs_block_size(ar->bb, c) >> NBM_PAGE_SHIFT));
+                check_fresh(c, k);
+                c += NBM_PAGE << k;
+            }
+            return p;
+        }
+        pieces_free(ar, p, q, pages);
+    }
+}
+
+void nbm__block_free_pieces(nbm_arena_t *ar, void *p, size_t pages)
+{
+    pieces_free(ar, p, (char *)p + (pages << NBM_PAGE_SHIFT), pages);
+}
+

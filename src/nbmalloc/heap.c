@@ -437,13 +437,8 @@ void nbm__small_free_generic(void *p, nbm_page_t *pg)
 static bool release_medium(nbm_tcache_t *tc)
 {
     bool any = false;
-    for (unsigned o = 0; tc && o < NBM_MCACHE_ORDERS; o++)
-        if (tc->mcache[o]) {
-            void *p = tc->mcache[o];
-            tc->mcache[o] = NULL;
-            nbm__medium_release(p, o);
-            any = true;
-        }
+    if (tc)
+        nbm__medium_slots_release(tc, &any);
     return any;
 }
 

@@ -247,7 +247,13 @@ typedef struct nbm_binx {
 #define NBM_HEARTBEAT 4096
 
 #define NBM_DESC_STASH 64
-#define NBM_MCACHE_ORDERS 8 /* medium blocks of 4..512 KiB: one per order per thread */
+/* Medium classes (medium.c), ascending: classes 0..NBM_MCLASS_SPLIT are the
+ * orders 0..5 (4 KiB - 128 KiB); above, 8 per doubling: (9..16) << (o - 3)
+ * pages for o = 5..13 (144 KiB - 64 MiB), the 16th being order o + 1. */
+#define NBM_MCLASS_SPLIT 5
+#define NBM_MCLASSES (NBM_MCLASS_SPLIT + 1 + 8 * (NBM_MAX_ORDER - NBM_MCLASS_SPLIT))
+#define NBM_MCACHE_CLASSES (NBM_MCLASS_SPLIT + 1 + 8 * 2) /* classes up to 512 KiB use the thread's slots */
+#define NBM_MCACHE_ORDERS 8 /* medium blocks of 4..512 KiB: one per order (of their class) per thread */
 #define NBM_SPARE_ORDER0 4  /* page orders: 64 KiB and 128 KiB pages */
 #define NBM_SPARE_ORDERS 2
 #define NBM_SHARED_ORDER 6  /* pages of 256 KiB (large classes): no spares, the medium cache (spare.c) */
@@ -265,6 +271,7 @@ typedef struct nbm_tcache {
     nbm_binx_t binx[NBM_NCLASSES];
     uint32_t desc[NBM_DESC_STASH];
     void    *mcache[NBM_MCACHE_ORDERS]; /* a freed medium block per order, reused first */
+    uint8_t  mcache_cls[NBM_MCACHE_ORDERS]; /* its medium class */
     nbm_page_t *spare[NBM_SPARE_ORDERS]; /* empty pages per page order, reused first (linked by next) */
     uint32_t nspare[NBM_SPARE_ORDERS];
     uint32_t spare_low[NBM_SPARE_ORDERS]; /* fewest spares since spare_since: not needed, released next */
@@ -429,6 +436,17 @@ NBM_HIDDEN void     nbm__write_hex(int fd, uintptr_t v);
 NBM_HIDDEN void *nbm__block_alloc(unsigned order, uint32_t *hint);  /* a back-end block, NULL = none */
 NBM_HIDDEN void *nbm__block_cached(unsigned order); /* a block of the medium cache, or NULL */
 NBM_HIDDEN void  nbm__block_free(nbm_arena_t *ar, void *p);          /* back to the back-end */
+/* A block of `pages` 4 KiB pages, not a power of two (2^o < pages <
+ * 2^(o+1)), made of contiguous back-end blocks, one per binary digit of
+ * pages, largest first: the back-end's search finds a free block of order
+ * o + 1, which goes back and its pieces are taken in place
+ * (nbbs_alloc_at). A piece lost to a concurrent allocation gives back the
+ * pieces taken and the search runs again; after NBM_PIECE_TRIES the
+ * block of order o + 1 is kept whole (*whole). NULL: no block of order
+ * o + 1 could be had. The block's pieces go back with
+ * nbm__block_free_pieces (a whole one with nbm__block_free). */
+NBM_HIDDEN void *nbm__block_alloc_pieces(size_t pages, uint32_t *hint, bool *whole);
+NBM_HIDDEN void  nbm__block_free_pieces(nbm_arena_t *ar, void *p, size_t pages);
 /* Resident free memory moves where it is needed (one budget for all
  * sizes): a medium block of NBM_MOVE_ORDER and up whose request reaches past
  * what it may have resident (a block new from the back-end has nothing) has a
@@ -459,7 +477,8 @@ NBM_HIDDEN size_t nbm__medium_size(nbm_arena_t *ar, const void *p, const char *w
 NBM_HIDDEN nbm_arena_t *nbm__arena_at(uint32_t i);
 NBM_HIDDEN uint32_t nbm__arena_count(void);
 NBM_HIDDEN void nbm__decay_sweep(bool all);
-NBM_HIDDEN void nbm__medium_release(void *p, unsigned order); /* to the decay cache */
+NBM_HIDDEN void nbm__medium_release(void *p, unsigned order); /* a block of an order to the decay cache */
+NBM_HIDDEN void nbm__medium_slots_release(nbm_tcache_t *tc, bool *any); /* the thread's medium slots to the decay cache */
 NBM_HIDDEN void nbm__medium_tick(uint64_t now); /* the cache's sweep, if one is due */
 /* Page blocks of NBM_SHARED_ORDER and up (spare.c) under the medium cache's
  * policy: a cached one taken for a page, one new from the back-end, an

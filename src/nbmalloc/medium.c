@@ -1,23 +1,32 @@
 /*
- * medium.c - medium blocks: back-end blocks handed to the user whole, their
- * checks, and the caches that keep freed ones by the memory policy.
+ * medium.c - medium blocks: back-end blocks (or runs of contiguous ones)
+ * handed to the user whole, their checks, and the caches that keep freed
+ * ones by the memory policy.
  *
  * Medium blocks (NBM_SMALL_MAX < size <= NBM_MEDIUM_MAX, or aligned requests)
- * are back-end blocks of the smallest order that holds max(size, align): the
- * back-end aligns a block to its size, and an arena base is 1 GiB aligned.
- * The page_order byte of the first page says the block is the user's; free
+ * are of the smallest medium class that holds max(size, align) (below): up
+ * to 128 KiB a back-end block of an order, above 8 classes per doubling
+ * made of 1-4 contiguous back-end blocks. The back-end aligns a block to its
+ * size (a block of pieces starts where a free block of the next power of
+ * two did), and an arena base is 1 GiB aligned. The page_order byte of the
+ * first page holds the class + 1 and says the block is the user's (a piece
+ * boundary inside a block finds 0: an interior pointer); free
  * sets its bit 7 with a CAS (of two racing frees one wins, the other sees a
  * double free), and the byte is cleared when the block goes back to the
  * back-end, so an interior or never handed-out pointer finds 0.
  *
  * Decay. A thread keeps its last freed medium block of each order up to
- * 512 KiB for its next request of that order (no atomic RMW but the
- * page-byte exchange). Other freed medium blocks are kept on a per-order
- * stack (a descriptor holding the block) and reused first by the next
- * request of that order. How many are kept is the memory policy's (decay.c,
- * one policy per order; a block in a thread's slot counts as in use): once
- * per epoch (NBM_PURGE_DELAY_MS / 4) a medium call sweeps, and each order
- * whose cache holds more than its peak of the last window needs gives back
+ * 512 KiB (a class up to 512 KiB whose pages' highest bit is that order) for
+ * its next request of that order whose class the block holds (no atomic RMW
+ * but the page-byte exchange): one slot per order, as many blocks held as
+ * before the classes, though a block may serve a smaller class of its order
+ * (up to 2x the request; a reuse from the cache below may be 4x). Other
+ * freed medium blocks are kept on a per-class stack (a descriptor holding
+ * the block) and reused first by the next request of that class. How many
+ * are kept is the memory policy's (decay.c, one policy per class; a block in
+ * a thread's slot counts as in use): once per epoch (NBM_PURGE_DELAY_MS / 4)
+ * a medium call sweeps, and each class whose cache holds more than its peak
+ * of the last window needs gives back
  * about half of the excess, oldest blocks first, madvise'd away. An optional
  * fixed cap (NBM_MEDIUM_CACHE_MB) bounds the cached bytes on top.
  */
@@ -25,8 +34,8 @@
 
 #include "internal.h"
 
-static nbm_stack_t decay[NBM_MAX_ORDER + 1];
-static nbm_decay_t policy[NBM_MAX_ORDER + 1]; /* one per order: blocks of one order are interchangeable */
+static nbm_stack_t decay[NBM_MCLASSES];
+static nbm_decay_t policy[NBM_MCLASSES]; /* one per class: blocks of one class are interchangeable */
 static _Atomic uint64_t last_sweep;
 
 static _Atomic uint8_t *page_byte(nbm_arena_t *ar, const void *p)
@@ -58,10 +67,58 @@ static unsigned order_for(size_t n)
     return 64u - (unsigned)__builtin_clzll((n - 1) >> NBM_PAGE_SHIFT);
 }
 
+/* --- medium classes -----------------------------------------------------------
+ *
+ * Up to 128 KiB a medium block is a back-end block of an order (class c is
+ * order c). Above, 8 classes per doubling, (9..16) << (o - 3) pages for
+ * 2^o < pages <= 2^(o+1), so the block is at most 12.5 % larger than the
+ * request; the 16th of each doubling is order o + 1 itself, the others are
+ * made of up to 4 contiguous back-end blocks, the binary digits of the
+ * class's pages (nbm__block_alloc_pieces). Classes ascend with size. */
+#define SPLIT NBM_MCLASS_SPLIT
+
+#define ROW(o) 9u << (o - 3), 10u << (o - 3), 11u << (o - 3), 12u << (o - 3), \
+               13u << (o - 3), 14u << (o - 3), 15u << (o - 3), 16u << (o - 3)
+static const uint16_t pages_of[NBM_MCLASSES] = { 1, 2, 4, 8, 16, 32, ROW(5), ROW(6), ROW(7), ROW(8),
+                                                 ROW(9), ROW(10), ROW(11), ROW(12), ROW(13) };
+#undef ROW
+_Static_assert(NBM_MCLASS_SPLIT == 5 && NBM_MAX_ORDER == 14 && NBM_MCLASSES == 78,
+               "pages_of lists the classes of these constants");
+
+static size_t class_pages(unsigned c) { return pages_of[c]; }
+
+static size_t class_bytes(unsigned c) { return class_pages(c) << NBM_PAGE_SHIFT; }
+
+/* The class of a block of 2^order pages. */
+static unsigned class_of_order(unsigned order)
+{
+    return order <= SPLIT ? order : SPLIT + 1 + 8 * (order - SPLIT - 1) + 7;
+}
+
+/* Whether class c's block is one back-end block, and of which order. */
+static bool class_whole(unsigned c) { return c <= SPLIT || (c - SPLIT - 1) % 8 == 7; }
+static unsigned class_order(unsigned c) { return 63u - (unsigned)__builtin_clzll(class_pages(c)); }
+
+/* The smallest class of at least n bytes. */
+static unsigned class_for(size_t n)
+{
+    size_t pages = (n + NBM_PAGE - 1) >> NBM_PAGE_SHIFT;
+    if (pages <= ((size_t)1 << SPLIT))
+        return order_for(n);
+    unsigned o = 63u - (unsigned)__builtin_clzll(pages - 1); /* 2^o < pages <= 2^(o+1), o >= SPLIT */
+    unsigned sh = o - 3;
+    size_t m = (pages + ((size_t)1 << sh) - 1) >> sh; /* 9 .. 16 */
+    return SPLIT + 1 + 8 * (o - SPLIT) + (unsigned)(m - 9);
+}
+
+#define NBM_MOVE_CLASS (SPLIT + 1 + 8 * (NBM_MOVE_ORDER - SPLIT - 1) + 7)
+_Static_assert(NBM_MOVE_ORDER > SPLIT, "moves are for blocks above the split");
+
 #define NBM_REUSE_UP_MIN 2 /* requests of 16 KiB and up may reuse a larger cached block */
+#define NBM_REUSE_UP_MAX 4 /* of up to 4x the class's size */
 
 #define NBM_PAGE_UNITS ((char *)1) /* a cached block's desc->bump: its unit words are still a page's */
-static void cache_put(void *p, unsigned order, bool page);
+static void cache_put(void *p, unsigned cls, bool page);
 
 static _Thread_local uint32_t slot_hits NBM_TLS; /* this thread's hits on its own medium slots */
 
@@ -81,11 +138,12 @@ void nbm__medium_tick(uint64_t now)
  * order. Then the shared decay cache (one CAS), then the back-end. */
 void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc, nbm_hole_t *hole)
 {
-    unsigned order = order_for(size > align ? size : align);
+    unsigned cls = class_for(size > align ? size : align), slot = class_order(cls);
     void *p;
-    if (tc && order < NBM_MCACHE_ORDERS && tc->mcache[order]) {
-        p = tc->mcache[order];
-        tc->mcache[order] = NULL;
+    if (tc && cls < NBM_MCACHE_CLASSES && tc->mcache[slot] && tc->mcache_cls[slot] >= cls) {
+        p = tc->mcache[slot];
+        tc->mcache[slot] = NULL;
+        cls = tc->mcache_cls[slot];
         *fresh = false;
         /* The policy's clock is read every 16th hit only (a clock read cost
          * about a quarter of this path); a program living on its own slots
@@ -94,37 +152,46 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
             maybe_sweep(nbm__os_now_ns());
     } else {
         uint64_t now = nbm__os_now_ns();
-        uint32_t d = nbm__stack_pop(&decay[order], &nbm__desc_pool);
-        /* A request takes a cached block up to two orders larger
-         * before new memory: its pages are already there, and orders of one
-         * working set would otherwise each keep their own peak's worth. */
-        for (unsigned up = 1; !d && order >= NBM_REUSE_UP_MIN && up <= 2 && order + up <= NBM_MAX_ORDER; up++)
-            if ((d = nbm__stack_pop(&decay[order + up], &nbm__desc_pool)) != 0)
-                order += up;
+        uint32_t d = nbm__stack_pop(&decay[cls], &nbm__desc_pool);
+        /* A request takes a cached block up to NBM_REUSE_UP_MAX times
+         * larger before new memory: its pages are already there, and classes
+         * of one working set would otherwise each keep their own peak's
+         * worth. */
+        size_t up_max = class_pages(cls) * NBM_REUSE_UP_MAX;
+        for (unsigned up = cls + 1; !d && cls >= NBM_REUSE_UP_MIN && up < NBM_MCLASSES && class_pages(up) <= up_max; up++)
+            if ((d = nbm__stack_pop(&decay[up], &nbm__desc_pool)) != 0)
+                cls = up;
         if (d) {
             p = nbm__desc(d)->list;
             if (nbm__desc(d)->bump == NBM_PAGE_UNITS)
-                nbm__page_forget(p, order); /* a page's block becomes a medium block */
-            nbm_stat_sub(&nbm__gstats.medium_cached, NBM_PAGE << order);
-            nbm__decay_unhold(&policy[order], NBM_PAGE << order);
+                nbm__page_forget(p, class_order(cls)); /* a page's block becomes a medium block */
+            nbm_stat_sub(&nbm__gstats.medium_cached, class_bytes(cls));
+            nbm__decay_unhold(&policy[cls], class_bytes(cls));
             nbm__desc_put(tc, d);
             *fresh = false;
         } else {
-            uint32_t any = 0;
-            p = nbm__block_alloc(order, tc ? &tc->arena_hint : &any);
+            uint32_t any = 0, *hint = tc ? &tc->arena_hint : &any;
+            if (class_whole(cls)) {
+                p = nbm__block_alloc(class_order(cls), hint);
+            } else {
+                bool whole;
+                p = nbm__block_alloc_pieces(class_pages(cls), hint, &whole);
+                if (whole) /* pieces lost to other threads every try: the power of two */
+                    cls = class_of_order(class_order(cls) + 1);
+            }
             if (!p)
                 return NULL;
             *fresh = true; /* never used, or purged before it went back */
         }
-        nbm__decay_take(&policy[order], NBM_PAGE << order, now);
+        nbm__decay_take(&policy[cls], class_bytes(cls), now);
         maybe_sweep(now);
     }
     nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)p);
     /* Relaxed: read by a free, which the user orders after this return. */
-    nbm_store_u8_relaxed(page_byte(ar, p), (uint8_t)(order + 1));
+    nbm_store_u8_relaxed(page_byte(ar, p), (uint8_t)(cls + 1));
     if (hole)
         hole->len = 0;
-    if (order >= NBM_MOVE_ORDER) {
+    if (cls >= NBM_MOVE_CLASS) {
         /* Relaxed: the block is ours; its next owner gets it through a
          * cache's CAS or the user's hand-over. */
         _Atomic uint32_t *ext = extent_of(ar, p);
@@ -153,7 +220,7 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
  * is cleared; the unit words are the caller's to set. */
 void *nbm__block_cached(unsigned order)
 {
-    uint32_t d = nbm__stack_pop(&decay[order], &nbm__desc_pool);
+    uint32_t d = nbm__stack_pop(&decay[class_of_order(order)], &nbm__desc_pool);
     if (!d)
         return NULL;
     void *p = nbm__desc(d)->list;
@@ -172,8 +239,8 @@ void *nbm__medium_page_take(unsigned order)
 {
     void *p = nbm__block_cached(order);
     if (p) {
-        nbm__decay_unhold(&policy[order], NBM_PAGE << order);
-        nbm__decay_take(&policy[order], NBM_PAGE << order, nbm__os_now_ns());
+        nbm__decay_unhold(&policy[class_of_order(order)], NBM_PAGE << order);
+        nbm__decay_take(&policy[class_of_order(order)], NBM_PAGE << order, nbm__os_now_ns());
     }
     return p;
 }
@@ -184,7 +251,7 @@ void nbm__medium_page_give(void *p, unsigned order)
 {
     nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)p);
     /* Relaxed: the block is ours alone until the cache's CAS publishes it. */
-    nbm_store_u8_relaxed(page_byte(ar, p), (uint8_t)((order + 1) | NBM_PAGE_FREED));
+    nbm_store_u8_relaxed(page_byte(ar, p), (uint8_t)((class_of_order(order) + 1) | NBM_PAGE_FREED));
     /* A page's objects may have touched all of it. Moves into it as a
      * medium block, if any, are forgotten (their budget is not given back:
      * the word may be another block's from before). */
@@ -192,16 +259,16 @@ void nbm__medium_page_give(void *p, unsigned order)
         nbm_store_u32_relaxed(extent_of(ar, p), EXT((uint32_t)1 << order, 0));
         nbm_store_u32_relaxed(moved_top_of(ar, p), (uint32_t)1 << order); /* not known: no source */
     }
-    cache_put(p, order, true);
+    cache_put(p, class_of_order(order), true);
 }
 
 /* A page block of the order came from the back-end: counted in use. */
 void nbm__medium_page_new(unsigned order)
 {
-    nbm__decay_take(&policy[order], NBM_PAGE << order, nbm__os_now_ns());
+    nbm__decay_take(&policy[class_of_order(order)], NBM_PAGE << order, nbm__os_now_ns());
 }
 
-/* The order of the live medium block at p. A pointer that is not a page
+/* The class of the live medium block at p. A pointer that is not a page
  * start, or whose page byte is 0 (interior, never handed out, past the
  * arena's end, back in the back-end) is `who`; a block freed and still cached
  * is `freed`. With take, marks the block freed (CAS: one of two racing frees). */
@@ -224,39 +291,56 @@ static unsigned medium_order(nbm_arena_t *ar, const void *p, const char *who, co
 
 size_t nbm__medium_size(nbm_arena_t *ar, const void *p, const char *who, const char *freed)
 {
-    return NBM_PAGE << medium_order(ar, p, who, freed, false);
+    return class_bytes(medium_order(ar, p, who, freed, false));
 }
 
-static void heal(nbm_arena_t *ar, void *p, unsigned order);
+static void heal(nbm_arena_t *ar, void *p, unsigned cls);
 
-static void release(nbm_arena_t *ar, void *p, unsigned order)
+static void release(nbm_arena_t *ar, void *p, unsigned cls)
 {
-    nbm__page_forget(p, order); /* a cached page's (a no-op store of 0 for others) */
+    if (class_whole(cls))
+        nbm__page_forget(p, class_order(cls)); /* a cached page's (a no-op store of 0 for others) */
     /* Relaxed: the block is ours alone; the back-end's CAS publishes it. */
     nbm_store_u8_relaxed(page_byte(ar, p), 0);
-    if (order >= NBM_MOVE_ORDER && EXT_FRAGS(nbm_load_u32_relaxed(extent_of(ar, p))))
-        heal(ar, p, order); /* purged too */
+    if (cls >= NBM_MOVE_CLASS && EXT_FRAGS(nbm_load_u32_relaxed(extent_of(ar, p))))
+        heal(ar, p, cls); /* purged too */
     else
-        nbm__os_purge(p, NBM_PAGE << order);
-    nbm_stat_add(&nbm__gstats.purged, NBM_PAGE << order);
-    nbm__block_free(ar, p);
+        nbm__os_purge(p, class_bytes(cls));
+    nbm_stat_add(&nbm__gstats.purged, class_bytes(cls));
+    if (class_whole(cls))
+        nbm__block_free(ar, p);
+    else
+        nbm__block_free_pieces(ar, p, class_pages(cls));
 }
 
 void nbm__medium_free(nbm_arena_t *ar, void *p, const char *who)
 {
-    unsigned order = medium_order(ar, p, who, "free(): double free detected for", true);
+    unsigned cls = medium_order(ar, p, who, "free(): double free detected for", true);
     nbm_tcache_t *tc = nbm__tc;
     if (tc) {
         tc->medium_delta--;
-        if (order < NBM_MCACHE_ORDERS && !tc->mcache[order]) {
-            tc->mcache[order] = p;
+        unsigned slot = class_order(cls);
+        if (cls < NBM_MCACHE_CLASSES && !tc->mcache[slot]) {
+            tc->mcache[slot] = p;
+            tc->mcache_cls[slot] = (uint8_t)cls;
             return;
         }
     } else {
         nbm_stat_sub(&nbm__gstats.medium_live, 1);
     }
     (void)ar;
-    nbm__medium_release(p, order);
+    cache_put(p, cls, false);
+}
+
+void nbm__medium_slots_release(nbm_tcache_t *tc, bool *any)
+{
+    for (unsigned k = 0; k < NBM_MCACHE_ORDERS; k++)
+        if (tc->mcache[k]) {
+            void *p = tc->mcache[k];
+            tc->mcache[k] = NULL;
+            cache_put(p, tc->mcache_cls[k], false);
+            *any = true;
+        }
 }
 
 /* A free medium block leaves use: to the decay cache if the policy keeps
@@ -265,34 +349,34 @@ void nbm__medium_free(nbm_arena_t *ar, void *p, const char *who)
  * an empty page's whose unit words are kept while it is cached (a second
  * free of one of its objects is still a double free); they are cleared when
  * it leaves the cache as a medium block or for the back-end. */
-static void cache_put(void *p, unsigned order, bool page)
+static void cache_put(void *p, unsigned cls, bool page)
 {
-    size_t size = NBM_PAGE << order;
+    size_t size = class_bytes(cls);
     uint64_t now = nbm__os_now_ns();
-    bool keep = nbm__decay_give(&policy[order], size, now);
+    bool keep = nbm__decay_give(&policy[cls], size, now);
     uint32_t d = 0;
     if (keep && (nbm__opt.cache_max == UINT64_MAX ||
                  nbm_load_u64_relaxed(&nbm__gstats.medium_cached) + size <= nbm__opt.cache_max))
         d = nbm__desc_get(nbm__tc); /* 0 when out of memory: straight back */
     if (!d) {
-        release((nbm_arena_t *)nbm__owner((uintptr_t)p), p, order);
+        release((nbm_arena_t *)nbm__owner((uintptr_t)p), p, cls);
     } else {
         nbm_desc_t *ds = nbm__desc(d);
         ds->list = p;
-        ds->count = order;
+        ds->count = cls;
         ds->bump = page ? NBM_PAGE_UNITS : NULL;
         nbm_stat_add(&nbm__gstats.medium_cached, size);
         /* Counted before it can be popped: a pop's unhold never runs first
          * (held would wrap, and a sweep reading it would return everything). */
-        nbm__decay_hold(&policy[order], size);
-        nbm__stack_push(&decay[order], &nbm__desc_pool, d, d);
+        nbm__decay_hold(&policy[cls], size);
+        nbm__stack_push(&decay[cls], &nbm__desc_pool, d, d);
     }
     maybe_sweep(now);
 }
 
 void nbm__medium_release(void *p, unsigned order)
 {
-    cache_put(p, order, false);
+    cache_put(p, class_of_order(order), false);
 }
 
 /* How many cached blocks of `size` the policy returns now, given its excess:
@@ -313,14 +397,14 @@ void nbm__decay_sweep(bool all)
 {
     uint64_t now = nbm__os_now_ns();
     nbm_tcache_t *tc = nbm__tc;
-    for (unsigned order = 0; order <= NBM_MAX_ORDER; order++) {
-        size_t size = NBM_PAGE << order, n = SIZE_MAX;
+    for (unsigned cls = 0; cls < NBM_MCLASSES; cls++) {
+        size_t size = class_bytes(cls), n = SIZE_MAX;
         if (!all) {
-            n = blocks_due(nbm__decay_excess(&policy[order], now), size);
+            n = blocks_due(nbm__decay_excess(&policy[cls], now), size);
             if (n == 0)
                 continue;
         }
-        uint32_t d = nbm__stack_pop_all(&decay[order]);
+        uint32_t d = nbm__stack_pop_all(&decay[cls]);
         size_t count = 0;
         for (uint32_t k = d; k; k = nbm_load_u32_relaxed(&nbm__desc(k)->next))
             count++;
@@ -334,14 +418,14 @@ void nbm__decay_sweep(bool all)
             } else {
                 nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)ds->list);
                 nbm_stat_sub(&nbm__gstats.medium_cached, size);
-                nbm__decay_unhold(&policy[order], size);
-                release(ar, ds->list, order);
+                nbm__decay_unhold(&policy[cls], size);
+                release(ar, ds->list, cls);
                 nbm__desc_put(tc, d);
             }
             d = next;
         }
         if (keep_first)
-            nbm__stack_push(&decay[order], &nbm__desc_pool, keep_first, keep_last);
+            nbm__stack_push(&decay[cls], &nbm__desc_pool, keep_first, keep_last);
     }
 }
 
@@ -388,11 +472,11 @@ static void budget_give(uint32_t n)
 /* The block at p (of order >= NBM_MOVE_ORDER, ours alone) mapped afresh:
  * empty, purged, its moves' mappings merged away and their budget back. If
  * the kernel refuses, it is purged as usual and the count stays. */
-static void heal(nbm_arena_t *ar, void *p, unsigned order)
+static void heal(nbm_arena_t *ar, void *p, unsigned cls)
 {
     _Atomic uint32_t *ext = extent_of(ar, p);
     uint32_t frags = EXT_FRAGS(nbm_load_u32_relaxed(ext));
-    if (nbm__os_renew(p, NBM_PAGE << order)) {
+    if (nbm__os_renew(p, class_bytes(cls))) {
         nbm_store_u32_relaxed(ext, 0);
         nbm_store_u32_relaxed(moved_top_of(ar, p), 0);
         budget_give(frags);
@@ -511,10 +595,10 @@ size_t nbm__medium_fill(char *block, size_t off, size_t len)
     size_t need = len >> NBM_PAGE_SHIFT, done = 0;
     unsigned tried = 0, calls = 0;
     bool ok = true;
-    for (unsigned order = NBM_MAX_ORDER; ok && order >= NBM_MOVE_ORDER && done < need && tried < NBM_FILL_SOURCES; order--) {
+    for (unsigned cls = NBM_MCLASSES - 1; ok && cls >= NBM_MOVE_CLASS && done < need && tried < NBM_FILL_SOURCES; cls--) {
         uint32_t first = 0, last = 0;
         while (ok && done < need && tried < NBM_FILL_SOURCES && calls < NBM_FILL_CALLS) {
-            uint32_t d = nbm__stack_pop(&decay[order], &nbm__desc_pool);
+            uint32_t d = nbm__stack_pop(&decay[cls], &nbm__desc_pool);
             if (!d)
                 break;
             tried++;
@@ -533,14 +617,14 @@ size_t nbm__medium_fill(char *block, size_t off, size_t len)
             if (e <= floor)
                 continue; /* nothing resident above what moves cut up (see above) */
             if (ds->bump == NBM_PAGE_UNITS) {
-                nbm__page_forget(b, order);
+                nbm__page_forget(b, class_order(cls));
                 ds->bump = NULL;
             }
             done += take_top(b, &e, floor, mtop, block, block + off + (done << NBM_PAGE_SHIFT), need - done, &calls, &ok);
             nbm_store_u32_relaxed(ext, EXT(e, EXT_FRAGS(w)));
         }
         if (first)
-            nbm__stack_push(&decay[order], &nbm__desc_pool, first, last);
+            nbm__stack_push(&decay[cls], &nbm__desc_pool, first, last);
     }
     return done << NBM_PAGE_SHIFT;
 }

@@ -10,6 +10,8 @@
  *   cK  allocate order K through the thread's own frame cache (an own block)
  *   gJ  free own block J through the thread's cache; GJ: pre-allocated block J
  *   d   drain the thread's cache;  r  nbbs_reclaim_cached (every cache)
+ *   eK.P  nbbs_alloc_at of the block of order K at position P (an own
+ *         block: -1 when it returned NBBS_EBUSY)
  * Scenarios that use c, g, G, d or r give each thread a cache (orders 0..1,
  * batch 2, capacity 2: refills, full stacks and stale entries come quickly;
  * scenarios named carve-* instead order 0 only, batch 8, capacity 8, so
@@ -28,7 +30,10 @@
  * block as well). For each allocation in flight, the model notes which
  * positions of its order were not allocatable at some moment of the call;
  * a NULL is accepted only if that covers every position (and, with nothing
- * else in flight, only if the model has no free block of that order).
+ * else in flight, only if the model has no free block of that order). An
+ * NBBS_EBUSY of nbbs_alloc_at likewise only if its position was seen not
+ * allocatable during the call (with nothing else in flight: only if a live
+ * block overlaps it).
  * At the end: double frees won exactly once, nbbs_validate holds with the
  * live blocks still in, then with everything freed, and every max-size
  * block can be allocated again (exact coalescing).
@@ -148,6 +153,18 @@ const ex_scenario_t ex_scenarios[] = {
     { "pct-carve-tree-d5", "4 threads carving, freeing through caches and nbbs_free, reclaiming; order-1 and -2 takes split frames",
       NBBS_LAYOUT_TREE, 5, 1, "3@1 3@2",
       { "c0 c0 g0 g1 c0 f2 d", "c0 c0 f1 g0 d", "a1 a2 f0 a0 f1 f2", "c0 r c0 g0 g1 d" }, NULL, false, NULL, 0 },
+
+    /* nbbs_alloc_at (the try-allocate on a named node) racing with normal
+     * allocations, frees of the block around it, inside it and beside it,
+     * and with another nbbs_alloc_at of an overlapping block. */
+    { "at-tree", "alloc_at of order 1 racing order-0 and -1 searches and the release of the block around it (depth 3)",
+      NBBS_LAYOUT_TREE, 3, 1, "2@0", { "e1.1 f0", "F0 a0 f0", "a1 a1 f1 f0" }, NULL, false, NULL, 0 },
+    { "at-bunch", "alloc_at of orders 0 and 2 in one bunch word with searches and a release inside (depth 5)",
+      NBBS_LAYOUT_BUNCH, 5, 1, "0@5", { "e2.1 f0", "F0 e0.4 f0", "a1 a0 f1 f0", "e0.5 f0" }, NULL, false, NULL, 0 },
+    { "pct-at-tree-d4", "pieces of a range taken in place while others search and free (depth 4)",
+      NBBS_LAYOUT_TREE, 4, 1, "1@3", { "e2.0 e1.2 f1 f0", "a1 F0 f0", "e1.3 a0 f1 f0", "a2 e0.7 f0 f1" }, NULL, false, NULL, 0 },
+    { "pct-at-bunch-d6", "as pct-at-tree-d4 in a bunch of depth 6 (two rows)",
+      NBBS_LAYOUT_BUNCH, 6, 1, "3@2", { "e4.0 e3.2 f1 f0", "a3 F0 f0", "e3.3 a2 f1 f0", "a4 e0.17 f0 f1" }, NULL, false, NULL, 0 },
     { NULL, NULL, 0, 0, 0, NULL, { NULL }, NULL, false, NULL, 0 },
 };
 
@@ -182,6 +199,7 @@ typedef struct mblock {
 typedef struct op {
     char     kind;
     unsigned arg;
+    unsigned pos; /* 'e': the position of the block named */
 } op_t;
 
 typedef struct mthread {
@@ -305,6 +323,32 @@ static void alloc_done(int t, unsigned order, void *p)
     m->own[m->nown++] = (int)nblocks++;
 }
 
+/* nbbs_alloc_at returned rc for the block of order at position pos. */
+static void at_done(int t, unsigned order, unsigned pos, int rc)
+{
+    mthread_t *m = &mth[t];
+    uintptr_t a = ARENA_BASE + ((uintptr_t)pos * MIN_BLOCK << order);
+    if (rc == 0) {
+        alloc_done(t, order, (void *)a);
+        return;
+    }
+    m->own[m->nown++] = -1;
+    if (rc != NBBS_EBUSY) {
+        ex_fail("thread %d: alloc_at of order %u at %u returned %d", t, order, pos, rc);
+        return;
+    }
+    ex_nulls++;
+    bool taken = false;
+    for (unsigned i = 0; i < nblocks && !taken; i++)
+        taken = blocks[i].state != B_FREE && overlap(a, order, blocks[i].addr, blocks[i].order);
+    if (!m->concurrent && !taken)
+        ex_fail("thread %d: alloc_at of order %u at %u was busy with nothing else in flight, but the block is free",
+                t, order, pos);
+    else if (pos < 64 && !(m->blocked >> pos & 1))
+        ex_fail("thread %d: alloc_at of order %u at %u was busy, but the block was allocatable throughout the call",
+                t, order, pos);
+}
+
 static void op_begin(int t, const op_t *op)
 {
     mthread_t *m = &mth[t];
@@ -369,6 +413,11 @@ static void thread_body(int t)
             sched_point(EX_OP_MODEL, &model_word);
             m->inflight = false;
             alloc_done(t, op->arg, p);
+        } else if (op->kind == 'e') {
+            int rc = nbbs_alloc_at(inst, (void *)(ARENA_BASE + ((uintptr_t)op->pos * MIN_BLOCK << op->arg)), op->arg);
+            sched_point(EX_OP_MODEL, &model_word);
+            m->inflight = false;
+            at_done(t, op->arg, op->pos, rc);
         } else if (op->kind == 'd' || op->kind == 'r') {
             if (op->kind == 'd')
                 nbbs_cache_drain(caches[t]);
@@ -439,7 +488,7 @@ static void check_step(void)
     /* Positions each allocation in flight has seen not allocatable so far. */
     for (unsigned t = 0; t < nth; t++) {
         mthread_t *m = &mth[t];
-        if (!m->inflight || (m->kind != 'a' && m->kind != 'c'))
+        if (!m->inflight || (m->kind != 'a' && m->kind != 'c' && m->kind != 'e'))
             continue;
         unsigned r = scn->max_order - m->order;
         uint64_t n = (uint64_t)scn->ntrees << r;
@@ -520,11 +569,18 @@ static void parse(const ex_scenario_t *s)
                 p++;
             if (!*p)
                 break;
-            op_t op = { *p++, 0 };
+            op_t op = { *p++, 0, 0 };
             if (op.kind != 'x' && op.kind != 'u' && op.kind != 'd' && op.kind != 'r')
                 op.arg = (unsigned)strtoul(p, (char **)&p, 10);
+            if (op.kind == 'e') {
+                if (*p != '.' || op.arg > s->max_order ||
+                    (op.pos = (unsigned)strtoul(p + 1, (char **)&p, 10)) >= (s->ntrees << (s->max_order - op.arg))) {
+                    fprintf(stderr, "scenario %s, thread %u: e%u names no block (eK.P)\n", s->name, t, op.arg);
+                    exit(2);
+                }
+            }
             m->ops[m->nops++] = op;
-            if (op.kind == 'a' || op.kind == 'c')
+            if (op.kind == 'a' || op.kind == 'c' || op.kind == 'e')
                 nalloc++;
             bool own_free = op.kind == 'f' || op.kind == 'g';
             if (own_free && (op.arg >= nalloc || (freed >> op.arg & 1))) {
