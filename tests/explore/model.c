@@ -120,6 +120,20 @@ const ex_scenario_t ex_scenarios[] = {
       NBBS_LAYOUT_BUNCH, 5, 2, "0@0 0@5 0@9 1@12 2@12", { "a0 a0 f0 f1", "F0 a0 a1 f1 f0", "F1 a0 f0", "F2 a1 f0", "F3 a0 F4 f0" },
       NULL, false, NULL, 2 },
 
+    /* Fill points' trees (docs/design.md, "Placement"): tree 0 and tree 1
+     * full, tree 2 free. Freeing leaf 15 and taking it again leaves the
+     * order-0 fill point at the end of tree 1, and freeing the pair at
+     * leaves 2-3 points the order-1 word into tree 0: an order-0 scan from
+     * there meets only the free tree 2, so before breaking it the scan
+     * visits tree 0 (behind it) and takes the freed pair's leaf, or, when
+     * another thread took that first, finds nothing and breaks tree 2. */
+    { "place-trees", "placement: 1-level trees of depth 3, three of them, groups of order 1, fill points' trees visited",
+      NBBS_LAYOUT_TREE, 3, 3, "1@1 0@15 1@0 2@1 2@2 1@6 0@14", { "F1 a0 f0", "F0 a0 f0", "a0 a0 f1 f0" },
+      NULL, false, NULL, 1 },
+    { "place-trees-bunch", "as place-trees, one bunch word per tree",
+      NBBS_LAYOUT_BUNCH, 3, 3, "1@1 0@15 1@0 2@1 2@2 1@6 0@14", { "F1 a0 f0", "F0 a0 f0", "a0 a0 f1 f0" },
+      NULL, false, NULL, 1 },
+
     /* Frame caches (nbbs_cache.c): claims by CAS on the index byte racing.
      * Every thread that uses a cache drains it last ('d'): with a block still
      * live at the end, the end's nbbs_validate is not exact even without
