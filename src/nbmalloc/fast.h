@@ -25,8 +25,9 @@ __attribute__((always_inline)) static inline void *nbm__malloc_fast(size_t n)
         if (NBM_LIKELY(bin->head != NULL))
             return nbm__bin_pop(bin);
         /* The bin is empty: to its refill, a tail call with n as it came
-         * (no register to keep, so the path above keeps no frame). */
-        return nbm__small_refill(n);
+         * and the bin (no register to keep, so the path above keeps no
+         * frame). */
+        return nbm__small_refill(n, bin);
     }
     return nbm__malloc_generic(n);
 }
@@ -51,7 +52,8 @@ static inline bool nbm__offset_ok(const nbm_class_t *c, uintptr_t a, uint32_t w)
 /* About 40 instructions to the current page, with no stack frame: owner
  * lookup, class byte, offset check, tag check, and a push onto the bin's
  * list (the current page is recognised by its first byte: no page record is
- * touched). Any other page goes to nbm__free_other (free.c) by a tail call.
+ * touched). Another page of this heap: a push onto the page's list, here;
+ * another heap's page goes to nbm__free_other (free.c) by a tail call.
  * The unit word's class byte is class + 1; the bins and classes are indexed
  * with it (k - 1 folds into the addressing). The reports go through
  * nbm__free_bad, which is not marked noreturn so that the calls to it are
@@ -87,7 +89,26 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
                 bin->head = o;
                 return;
             }
-            nbm__free_other(tc, bin, nbm__page_at(ar, a, c->chunk_mask), o, w);
+            /* Another page of this heap (leak: 69 % of frees; thread-test,
+             * freeing in allocation order: 82 %) onto the page's own list,
+             * here, in the page record's line: inlined, 20 instructions
+             * against 27 through a call. Relaxed: only this thread makes a
+             * page ours (or stops it being ours); another heap's value is
+             * never ours. The edges go to nbm__page_refreed: a full page's
+             * first free (its list was empty) and the free that empties it
+             * (free + uncarved = cap, both counts in the record). */
+            nbm_page_t *pg = nbm__page_at(ar, a, c->chunk_mask);
+            __asm__("" : "+r"(pg)); /* one address for all its fields (gcc 12 formed two) */
+            if (NBM_LIKELY(nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc)) {
+                void *old = pg->free;
+                o[0] = old;
+                pg->free = o;
+                uint32_t n = ++pg->nfree;
+                if (NBM_UNLIKELY(!old || n + pg->left == c->cap))
+                    nbm__page_refreed(tc, bin, pg);
+                return;
+            }
+            nbm__free_other(tc, bin, pg, o, w);
             return;
         }
         /* Owner and unit word are known: straight to the medium free. */

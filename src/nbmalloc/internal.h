@@ -175,7 +175,9 @@ typedef struct nbm_page {     /* one cache line: no false sharing between pages 
     _Alignas(NBM_CACHE_LINE) _Atomic uintptr_t remote; /* other threads' frees (objects linked by word 0) */
     _Atomic uintptr_t heap;       /* the owning heap (nbm_tcache_t *), 0 = not a page */
     void    *free;                /* owner's free list (not while current) */
-    uint32_t nfree;               /* objects on `free` */
+    uint16_t nfree;               /* objects on `free` */
+    uint16_t left;                /* objects not carved yet (the owner's copy of cap - carved:
+                                     the page switch reads it with `remote`, no unit word) */
     uint8_t  cls;
     uint8_t  avail;               /* on the bin's `avail` list */
     uint16_t arena;               /* index of the arena (the page's address: nbm__page_base) */
@@ -541,22 +543,24 @@ NBM_HIDDEN void  nbm__small_free_generic(void *p, nbm_page_t *pg);
  * heartbeat counted (malloc's fast path): the bin refilled and popped
  * without the generic path's second look at the heap, the class and the
  * heartbeat; the generic path when no page can be had (ENOMEM). */
-NBM_HIDDEN void *nbm__small_refill(size_t n);
+NBM_HIDDEN void *nbm__small_refill(size_t n, nbm_bin_t *bin);
 /* A free of another heap's object when the bin holds no more (rroom 0):
  * the older half of the held objects is pushed back to their pages, o is
  * held. */
 NBM_HIDDEN void  nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, void **o);
 NBM_HIDDEN void  nbm__remote_flush(nbm_tcache_t *tc); /* every held object pushed */
-/* free of a small object (checked and tagged) on a page other than its bin's
- * current one: held back for another heap's page, or onto this heap's page. */
+/* free of a small object (checked and tagged) on another heap's page: held
+ * back (this heap's own pages are pushed by the fast path). */
 NBM_HIDDEN void  nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o, uint32_t w);
 /* nbm__fatal(what, p), never returns; not declared noreturn so that free's
  * fast path reaches it with a jump and keeps no stack frame. */
 NBM_HIDDEN void  nbm__free_bad(const char *what, const void *p);
-/* The owner's free made a non-current page empty (a page no longer full is
- * appended to avail by free.c itself; handled here too); carved: its carved
- * count (from the unit word free read: no second look). */
+/* The owner's free made a non-current page empty (or no longer full);
+ * carved: its carved count (from the unit word free read: no second look). */
 NBM_HIDDEN void  nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg, uint32_t carved);
+/* The fast path's edges: the owner's free made a non-current page no
+ * longer full (to avail, bin in hand) or empty (nbm__page_changed). */
+NBM_HIDDEN void  nbm__page_refreed(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg);
 NBM_HIDDEN void  nbm__tcache_flush(nbm_tcache_t *tc, bool spares); /* spares: give them back too */
 NBM_HIDDEN nbm_tcache_t *nbm__tcache_get(void);       /* NULL while none can be used */
 NBM_HIDDEN void  nbm__tcache_init_process(void);
