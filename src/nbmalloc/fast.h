@@ -96,15 +96,15 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
              * page ours (or stops it being ours); another heap's value is
              * never ours. The edges go to nbm__page_refreed: a full page's
              * first free (its list was empty) and the free that empties it
-             * (free + uncarved = cap, both counts in the record). */
+             * (its count of objects in use falls to 0). */
             nbm_page_t *pg = nbm__page_at(ar, a, c->chunk_mask);
             __asm__("" : "+r"(pg)); /* one address for all its fields (gcc 12 formed two) */
             if (NBM_LIKELY(nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc)) {
                 void *old = pg->free;
                 o[0] = old;
                 pg->free = o;
-                uint32_t n = ++pg->nfree;
-                if (NBM_UNLIKELY(!old || n + pg->left == c->cap))
+                uint32_t used = --pg->used;
+                if (NBM_UNLIKELY(!old || used == 0))
                     nbm__page_refreed(tc, bin, pg);
                 return;
             }

@@ -161,10 +161,14 @@ void nbm__heap_decay(nbm_tcache_t *tc)
         kept_decay(tc);
 }
 
-void nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg, uint32_t carved)
+/* The owner's free that gave a non-current page its first free object or
+ * emptied it (nbm__free_fast): a full page's first free (as often as pages
+ * are switched to under random frees: leak, 22 % of mallocs) joins the bin's
+ * avail list, bin in hand; an emptied page goes to the heap's spares (a
+ * large class's to its kept page). */
+void nbm__page_refreed(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
 {
-    nbm_bin_t *bin = &tc->bins[pg->cls];
-    if (pg->nfree == carved) {
+    if (pg->used == 0) {
         if (pg->cls < NBM_NSMALL || nbm__page_order(pg->cls) >= NBM_SPARE_ORDER0 + NBM_KEPT_ORDERS) {
             page_drop(tc, bin, pg);
             return;
@@ -173,21 +177,6 @@ void nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg, uint32_t carved)
     }
     if (!pg->avail)
         avail_append(bin, pg);
-}
-
-/* The owner's free that gave a non-current page its first free object or
- * made it empty (nbm__free_fast): a full page's first free (as often as pages are
- * switched to under random frees: leak, 22 % of mallocs) joins the bin's
- * avail list here, bin in hand; an emptied page goes to the heap. */
-void nbm__page_refreed(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
-{
-    uint32_t carved = nbm__page_carved(pg);
-    if (pg->nfree != carved) {
-        if (!pg->avail)
-            avail_append(bin, pg);
-        return;
-    }
-    nbm__page_changed(tc, pg, carved);
 }
 
 /* Takes a non-current page's remote frees onto its own list. True if the
@@ -200,9 +189,9 @@ static bool page_collect(nbm_page_t *pg)
     if (l) {
         last[0] = pg->free;
         pg->free = l;
-        pg->nfree += n;
+        pg->used = (uint16_t)(pg->used - n);
     }
-    return pg->nfree == nbm__page_carved(pg);
+    return pg->used == 0;
 }
 
 /* The current page stops being current: its list goes back to the page,
@@ -217,7 +206,7 @@ static void retire_current(nbm_bin_t *bin)
     for (void **o = bin->head; o; o = o[0])
         n++;
     pg->free = bin->head;
-    pg->nfree = n;
+    pg->used = (uint16_t)(nbm__page_carved(pg) - n);
     clear_current(bin);
     bin->head = NULL;
 }
@@ -234,7 +223,7 @@ uint32_t nbm__sweep_bin(nbm_tcache_t *tc, nbm_bin_t *bin)
         if (page_collect(pg)) {
             page_drop(tc, bin, pg);
             released++;
-        } else if (pg->nfree && !pg->avail) {
+        } else if (pg->free && !pg->avail) {
             avail_append(bin, pg);
         }
     }
@@ -263,7 +252,7 @@ static void make_current(nbm_bin_t *bin, nbm_page_t *pg)
     set_current(bin, pg, pg->free);
     bin->head = pg->free;
     pg->free = NULL;
-    pg->nfree = 0;
+    pg->used = (uint16_t)nbm__page_carved(pg); /* the bin's list is no count of the page's */
 }
 
 /* Objects to carve next from the current page: a batch, except on the
@@ -319,10 +308,11 @@ static inline bool take_avail(nbm_bin_t *bin)
     avail_unlink(bin, av);
     void *l = av->free;
     bin->page = av;
-    bin->cur = (uintptr_t)l & ~(uintptr_t)nbm__classes[av->cls].chunk_mask;
+    const nbm_class_t *c = &nbm__classes[av->cls];
+    bin->cur = (uintptr_t)l & ~(uintptr_t)c->chunk_mask;
     bin->head = l;
     av->free = NULL;
-    av->nfree = 0;
+    av->used = (uint16_t)(c->cap - av->left);
     return true;
 }
 

@@ -168,14 +168,17 @@ static inline nbm_desc_t *nbm__desc(uint32_t i) { return (nbm_desc_t *)nbm__pool
  *  - `remote`: frees by threads other than the owner, pushed with one CAS;
  *    the owner takes the whole list with one exchange (push + take-all: no
  *    ABA, a push links its object to whatever the head is at its CAS).
- *  - `free`/`nfree`: the owner's own frees (plain stores), while the page is
- *    not its heap's current page (the current page's list is the bin's head).
+ *  - `free`/`used`: the owner's own frees (plain stores), while the page is
+ *    not its heap's current page (the current page's list is the bin's
+ *    head), and the count of carved objects not on `free`, which the
+ *    owner's free counts down (empty at 0: no second count to compare).
  * Every other field is the owner's alone. */
 typedef struct nbm_page {     /* one cache line: no false sharing between pages */
     _Alignas(NBM_CACHE_LINE) _Atomic uintptr_t remote; /* other threads' frees (objects linked by word 0) */
     _Atomic uintptr_t heap;       /* the owning heap (nbm_tcache_t *), 0 = not a page */
     void    *free;                /* owner's free list (not while current) */
-    uint16_t nfree;               /* objects on `free` */
+    uint16_t used;                /* objects carved and not on `free`: in use, on remote
+                                     lists, or (current page) on the bin's list; 0 = empty */
     uint16_t left;                /* objects not carved yet (the owner's copy of cap - carved:
                                      the page switch reads it with `remote`, no unit word) */
     uint8_t  cls;
@@ -555,9 +558,6 @@ NBM_HIDDEN void  nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *p
 /* nbm__fatal(what, p), never returns; not declared noreturn so that free's
  * fast path reaches it with a jump and keeps no stack frame. */
 NBM_HIDDEN void  nbm__free_bad(const char *what, const void *p);
-/* The owner's free made a non-current page empty (or no longer full);
- * carved: its carved count (from the unit word free read: no second look). */
-NBM_HIDDEN void  nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg, uint32_t carved);
 /* The fast path's edges: the owner's free made a non-current page no
  * longer full (to avail, bin in hand) or empty (nbm__page_changed). */
 NBM_HIDDEN void  nbm__page_refreed(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg);

@@ -37,7 +37,7 @@ nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t *hint, void *bl
     pg->arena = (uint16_t)ar->index;
     pg->cls = (uint8_t)cls;
     pg->free = NULL;
-    pg->nfree = 0;
+    pg->used = 0;
     pg->left = (uint16_t)c->cap;
     pg->avail = 0;
     pg->next = pg->prev = pg->anext = pg->aprev = NULL;
@@ -65,7 +65,7 @@ nbm_page_t *nbm__page_revive(void *block, unsigned cls, uintptr_t heap)
      * (nbm__page_forget) or is made a page of another class: a word naming
      * this class means the block is the heap's own emptied page, untouched
      * since, its record's list holding every carved object (tagged free). */
-    if ((w & 0xffu) != cls + 1 || pg->cls != cls || pg->nfree != w >> NBM_UNIT_CARVED_SHIFT)
+    if ((w & 0xffu) != cls + 1 || pg->cls != cls || pg->used != 0)
         return NULL;
     pg->avail = 0;
     pg->next = pg->prev = pg->anext = pg->aprev = NULL;
@@ -146,6 +146,7 @@ uint32_t nbm__page_carve(nbm_page_t *pg, void **head, uint32_t max)
     for (size_t u = 0; u < c->chunk >> NBM_UNIT_SHIFT; u++)
         nbm_add_u32(&ar->unit[u0 + u], n << NBM_UNIT_CARVED_SHIFT);
     pg->left = (uint16_t)(pg->left - n);
+    pg->used = (uint16_t)(pg->used + n); /* handed out, or on the bin's list */
     char *first = (char *)base + (size_t)carved * c->size;
     for (uint32_t k = 0; k < n; k++) {
         void **o = (void **)(first + (size_t)k * c->size);
