@@ -23,6 +23,17 @@ void nbm__free_bad(const char *what, const void *p)
     nbm__fatal(what, p);
 }
 
+void nbm__free_unaligned(void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner(a);
+    if (nbm__unit_word(ar, a) == 0) {
+        nbm__medium_free(ar, p, "free(): invalid pointer");
+        return;
+    }
+    nbm__fatal("free(): invalid pointer", p);
+}
+
 /* A page of another heap (the fast path pushed this heap's own). */
 void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o, uint32_t w)
 {

@@ -87,6 +87,11 @@ nbm_tcache_t *nbm__tcache_get(void)
         return NULL;
     }
     nbm_tcache_t *tc = (nbm_tcache_t *)nbm__pool_rec(&tcache_pool, i);
+    for (unsigned c = 0; c < NBM_NCLASSES; c++) { /* free's copies of the class (a fresh record is zeros) */
+        tc->bins[c].mask = nbm__classes[c].chunk_mask;
+        tc->bins[c].inv = nbm__classes[c].inv;
+        tc->bins[c].shift = nbm__classes[c].shift;
+    }
     /* An adopted heap is used as its thread left it (or as a collection
      * left it): its current pages and their lists serve at once, and frees
      * that reached its pages meanwhile are taken by its refills and sweeps

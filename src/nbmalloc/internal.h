@@ -214,6 +214,10 @@ typedef struct nbm_bin {
     struct nbm_page *page;  /* current page, NULL = none */
     struct nbm_page *avail; /* non-current pages with free objects */
     uint32_t rroom;         /* objects rhead may still take before it is pushed */
+    /* Copies of the class's chunk_mask, inv and shift (nbm_class_t), set
+     * when a thread takes the heap: free's checks read them in this line,
+     * which it touches anyway, with no class record to address. */
+    uint32_t mask, inv, shift;
 } nbm_bin_t;
 _Static_assert(sizeof(nbm_bin_t) == NBM_CACHE_LINE, "a bin is one cache line");
 
@@ -272,6 +276,13 @@ typedef struct nbm_tcache {
     uint32_t index;
     uint32_t arena_hint;        /* arena tried first */
     uint32_t ndesc;             /* free descriptors held in desc[] */
+    /* Where bins[-1] would hold its class copies: zeros, never written. free
+     * reads them for a unit word of class byte 0 (a medium block's, whose
+     * word is 0) with no test of the byte: mask and inverse 0 fail its
+     * offset check (0 < carved = 0 is false), whose path tells a medium
+     * block from a bad pointer. */
+    uint32_t none_pad[7];
+    uint32_t none_mask, none_inv, none_shift;
     _Alignas(NBM_CACHE_LINE) nbm_bin_t bins[NBM_NCLASSES]; /* records are line-aligned: a bin is one line */
     nbm_binx_t binx[NBM_NCLASSES];
     uint32_t desc[NBM_DESC_STASH];
@@ -292,6 +303,10 @@ typedef struct nbm_tcache {
 } nbm_tcache_t;
 /* free finds bins[k - 1] at k bins from the record's start. */
 _Static_assert(offsetof(nbm_tcache_t, bins) == sizeof(nbm_bin_t), "bins start one bin into a heap record");
+_Static_assert(offsetof(nbm_tcache_t, none_mask) == offsetof(nbm_bin_t, mask) &&
+               offsetof(nbm_tcache_t, none_inv) == offsetof(nbm_bin_t, inv) &&
+               offsetof(nbm_tcache_t, none_shift) == offsetof(nbm_bin_t, shift),
+               "class byte 0 reads the zeros of the record's first line");
 
 enum { NBM_T_NEW = 0, NBM_T_INIT = 1, NBM_T_LIVE = 2, NBM_T_DEAD = 3 };
 
@@ -558,6 +573,9 @@ NBM_HIDDEN void  nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *p
 /* nbm__fatal(what, p), never returns; not declared noreturn so that free's
  * fast path reaches it with a jump and keeps no stack frame. */
 NBM_HIDDEN void  nbm__free_bad(const char *what, const void *p);
+/* free's offset check failed: a medium block's start (class byte 0: to
+ * nbm__medium_free), else reported as an invalid pointer. A jump too. */
+NBM_HIDDEN void  nbm__free_unaligned(void *p);
 /* The fast path's edges: the owner's free made a non-current page no
  * longer full (to avail, bin in hand) or empty (nbm__page_changed). */
 NBM_HIDDEN void  nbm__page_refreed(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg);
