@@ -15,7 +15,6 @@
  * Not detected: a double free of a small object whose tag word the program
  * overwrote after the first free (a use after free).
  */
-#include "bin.h"
 #include "fast.h"
 
 void nbm__free_bad(const char *what, const void *p)
