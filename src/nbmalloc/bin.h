@@ -1,7 +1,7 @@
 /*
  * bin.h - a bin's page lists and current page, kept by the heap's owner
- * alone (heap.c, large.c; free.c appends a full page's first free to
- * avail): the avail list (pages of the class with a free or, for a large
+ * alone (heap.c, large.c; free's fast path reaches it through
+ * nbm__page_refreed): the avail list (pages of the class with a free or, for a large
  * class, an uncarved object) and the list of every page the heap owns in
  * the class.
  */

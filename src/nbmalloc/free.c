@@ -15,7 +15,6 @@
  * Not detected: a double free of a small object whose tag word the program
  * overwrote after the first free (a use after free).
  */
-#include "bin.h"
 #include "fast.h"
 
 void nbm__free_bad(const char *what, const void *p)
@@ -23,29 +22,22 @@ void nbm__free_bad(const char *what, const void *p)
     nbm__fatal(what, p);
 }
 
-void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o, uint32_t w)
+void nbm__free_unaligned(void *p)
 {
-    /* Relaxed: only this thread makes a page ours (or stops it being
-     * ours); another heap's value is never ours. */
-    if (nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc) {
-        o[0] = pg->free;
-        pg->free = o;
-        uint32_t n = ++pg->nfree, carved = w >> NBM_UNIT_CARVED_SHIFT;
-        if (NBM_UNLIKELY(n == 1 || n == carved)) {
-            /* A full page's first free (as often as pages are switched to
-             * under random frees: leak, 22 % of mallocs) joins the bin's
-             * avail list here, bin in hand; an emptied page goes to the
-             * heap. (nbm__page_changed for both cost 28 instructions a
-             * call, 14 of them finding the bin again and the call.) */
-            if (n != carved) {
-                if (!pg->avail)
-                    avail_append(bin, pg);
-                return;
-            }
-            nbm__page_changed(tc, pg, carved);
-        }
+    uintptr_t a = (uintptr_t)p;
+    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner(a);
+    if (nbm__unit_word(ar, a) == 0) {
+        nbm__medium_free(ar, p, "free(): invalid pointer");
         return;
     }
+    nbm__fatal("free(): invalid pointer", p);
+}
+
+/* A page of another heap (the fast path pushed this heap's own). */
+void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o, uint32_t w)
+{
+    (void)pg;
+    (void)w;
     /* Another heap's page: held by this thread, whatever the page, while
      * there is room (remote.c). */
     if (NBM_LIKELY(bin->rroom != 0)) {

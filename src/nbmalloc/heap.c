@@ -87,6 +87,11 @@ nbm_tcache_t *nbm__tcache_get(void)
         return NULL;
     }
     nbm_tcache_t *tc = (nbm_tcache_t *)nbm__pool_rec(&tcache_pool, i);
+    for (unsigned c = 0; c < NBM_NCLASSES; c++) { /* free's copies of the class (a fresh record is zeros) */
+        tc->bins[c].mask = nbm__classes[c].chunk_mask;
+        tc->bins[c].inv = nbm__classes[c].inv;
+        tc->bins[c].shift = nbm__classes[c].shift;
+    }
     /* An adopted heap is used as its thread left it (or as a collection
      * left it): its current pages and their lists serve at once, and frees
      * that reached its pages meanwhile are taken by its refills and sweeps
@@ -161,10 +166,14 @@ void nbm__heap_decay(nbm_tcache_t *tc)
         kept_decay(tc);
 }
 
-void nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg, uint32_t carved)
+/* The owner's free that gave a non-current page its first free object or
+ * emptied it (nbm__free_fast): a full page's first free (as often as pages
+ * are switched to under random frees: leak, 22 % of mallocs) joins the bin's
+ * avail list, bin in hand; an emptied page goes to the heap's spares (a
+ * large class's to its kept page). */
+void nbm__page_refreed(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
 {
-    nbm_bin_t *bin = &tc->bins[pg->cls];
-    if (pg->nfree == carved) {
+    if (pg->used == 0) {
         if (pg->cls < NBM_NSMALL || nbm__page_order(pg->cls) >= NBM_SPARE_ORDER0 + NBM_KEPT_ORDERS) {
             page_drop(tc, bin, pg);
             return;
@@ -185,9 +194,9 @@ static bool page_collect(nbm_page_t *pg)
     if (l) {
         last[0] = pg->free;
         pg->free = l;
-        pg->nfree += n;
+        pg->used = (uint16_t)(pg->used - n);
     }
-    return pg->nfree == nbm__page_carved(pg);
+    return pg->used == 0;
 }
 
 /* The current page stops being current: its list goes back to the page,
@@ -202,7 +211,7 @@ static void retire_current(nbm_bin_t *bin)
     for (void **o = bin->head; o; o = o[0])
         n++;
     pg->free = bin->head;
-    pg->nfree = n;
+    pg->used = (uint16_t)(nbm__page_carved(pg) - n);
     clear_current(bin);
     bin->head = NULL;
 }
@@ -219,7 +228,7 @@ uint32_t nbm__sweep_bin(nbm_tcache_t *tc, nbm_bin_t *bin)
         if (page_collect(pg)) {
             page_drop(tc, bin, pg);
             released++;
-        } else if (pg->nfree && !pg->avail) {
+        } else if (pg->free && !pg->avail) {
             avail_append(bin, pg);
         }
     }
@@ -248,7 +257,7 @@ static void make_current(nbm_bin_t *bin, nbm_page_t *pg)
     set_current(bin, pg, pg->free);
     bin->head = pg->free;
     pg->free = NULL;
-    pg->nfree = 0;
+    pg->used = (uint16_t)nbm__page_carved(pg); /* the bin's list is no count of the page's */
 }
 
 /* Objects to carve next from the current page: a batch, except on the
@@ -296,7 +305,7 @@ nbm_page_t *nbm__heap_page_new(nbm_tcache_t *tc, nbm_bin_t *bin, unsigned cls)
  * exhausted: its record's list was emptied when it became current and the
  * owner's frees to it came to the bin since, so nothing goes back to it
  * (make_current's retire, without the walk and stores). */
-static inline bool take_avail(nbm_bin_t *bin, const nbm_class_t *c)
+static inline bool take_avail(nbm_bin_t *bin)
 {
     nbm_page_t *av = bin->avail;
     if (!av || !av->free)
@@ -304,10 +313,11 @@ static inline bool take_avail(nbm_bin_t *bin, const nbm_class_t *c)
     avail_unlink(bin, av);
     void *l = av->free;
     bin->page = av;
+    const nbm_class_t *c = &nbm__classes[av->cls];
     bin->cur = (uintptr_t)l & ~(uintptr_t)c->chunk_mask;
     bin->head = l;
     av->free = NULL;
-    av->nfree = 0;
+    av->used = (uint16_t)(c->cap - av->left);
     return true;
 }
 
@@ -325,14 +335,12 @@ static NBM_NOINLINE bool refill(nbm_tcache_t *tc, unsigned cls)
                 return true;
             }
             /* A page fully carved is the common case on a page switch
-             * (random frees leave pages with a free object or two): the
-             * unit word tells it without a call. */
-            uint32_t w = nbm__unit_word((nbm_arena_t *)nbm__owner(bin->cur), bin->cur);
-            if ((w >> NBM_UNIT_CARVED_SHIFT) < c->cap &&
-                nbm__page_carve(pg, &bin->head, carve_max(tc, bin, c)) != 0)
+             * (random frees leave pages with a free object or two): its
+             * record tells it without a call. */
+            if (pg->left != 0 && nbm__page_carve(pg, &bin->head, carve_max(tc, bin, c)) != 0)
                 return true;
         }
-        if (take_avail(bin, c))
+        if (take_avail(bin))
             return true;
         nbm_binx_t *x = binx_of(tc, bin);
         if (!bin->avail && x->fresh * 4 >= x->npages)
@@ -358,40 +366,34 @@ static NBM_NOINLINE bool refill(nbm_tcache_t *tc, unsigned cls)
 }
 
 /* The page switch alone, with no call (so no register to save): the
- * current page, if any, has no remote frees and nothing left to carve, and
- * the first avail page has free objects. False otherwise (refill does the
- * rest). The relaxed look at the remote word is nbm__page_take_remote's
- * own first step. */
-static inline bool switch_page(nbm_bin_t *bin, const nbm_class_t *c)
+ * current page, if any, has no remote frees and nothing left to carve (both
+ * in its record's line), and the first avail page has free objects. False
+ * otherwise (refill does the rest). The relaxed look at the remote word is
+ * nbm__page_take_remote's own first step. */
+static inline bool switch_page(nbm_bin_t *bin)
 {
     nbm_page_t *pg = bin->page;
-    if (pg) {
-        if (nbm_load_uptr_relaxed(&pg->remote) != 0)
-            return false;
-        uint32_t w = nbm__unit_word((nbm_arena_t *)nbm__owner(bin->cur), bin->cur);
-        if ((w >> NBM_UNIT_CARVED_SHIFT) < c->cap)
-            return false;
-    }
-    return take_avail(bin, c);
+    if (pg && (nbm_load_uptr_relaxed(&pg->remote) != 0 || pg->left != 0))
+        return false;
+    return take_avail(bin);
 }
 
 /* The rest of a refill for nbm__small_refill, then the pop. */
-static NBM_NOINLINE void *refill_pop(nbm_tcache_t *tc, unsigned cls, size_t n)
+static NBM_NOINLINE void *refill_pop(size_t n, nbm_bin_t *bin)
 {
-    nbm_bin_t *bin = &tc->bins[cls];
-    if (NBM_UNLIKELY(!refill(tc, cls)))
+    nbm_tcache_t *tc = nbm__tc;
+    if (NBM_UNLIKELY(!refill(tc, (unsigned)(bin - tc->bins))))
         return nbm__malloc_generic(n); /* tries once more, sets errno */
     return nbm__bin_pop(bin);
 }
 
-/* Calls nothing but by tail calls, so it saves no register. */
-void *nbm__small_refill(size_t n)
+/* The bin malloc's fast path found empty (its class is the bin's place in
+ * the heap: nothing recomputed). Calls nothing but by tail calls, so it
+ * saves no register. */
+void *nbm__small_refill(size_t n, nbm_bin_t *bin)
 {
-    nbm_tcache_t *tc = nbm__tc;
-    unsigned cls = nbm__class_of_small[(n + 15) >> 4];
-    nbm_bin_t *bin = &tc->bins[cls];
-    if (!switch_page(bin, &nbm__classes[cls]))
-        return refill_pop(tc, cls, n);
+    if (!switch_page(bin))
+        return refill_pop(n, bin);
     return nbm__bin_pop(bin);
 }
 

@@ -168,14 +168,19 @@ static inline nbm_desc_t *nbm__desc(uint32_t i) { return (nbm_desc_t *)nbm__pool
  *  - `remote`: frees by threads other than the owner, pushed with one CAS;
  *    the owner takes the whole list with one exchange (push + take-all: no
  *    ABA, a push links its object to whatever the head is at its CAS).
- *  - `free`/`nfree`: the owner's own frees (plain stores), while the page is
- *    not its heap's current page (the current page's list is the bin's head).
+ *  - `free`/`used`: the owner's own frees (plain stores), while the page is
+ *    not its heap's current page (the current page's list is the bin's
+ *    head), and the count of carved objects not on `free`, which the
+ *    owner's free counts down (empty at 0: no second count to compare).
  * Every other field is the owner's alone. */
 typedef struct nbm_page {     /* one cache line: no false sharing between pages */
     _Alignas(NBM_CACHE_LINE) _Atomic uintptr_t remote; /* other threads' frees (objects linked by word 0) */
     _Atomic uintptr_t heap;       /* the owning heap (nbm_tcache_t *), 0 = not a page */
     void    *free;                /* owner's free list (not while current) */
-    uint32_t nfree;               /* objects on `free` */
+    uint16_t used;                /* objects carved and not on `free`: in use, on remote
+                                     lists, or (current page) on the bin's list; 0 = empty */
+    uint16_t left;                /* objects not carved yet (the owner's copy of cap - carved:
+                                     the page switch reads it with `remote`, no unit word) */
     uint8_t  cls;
     uint8_t  avail;               /* on the bin's `avail` list */
     uint16_t arena;               /* index of the arena (the page's address: nbm__page_base) */
@@ -209,6 +214,10 @@ typedef struct nbm_bin {
     struct nbm_page *page;  /* current page, NULL = none */
     struct nbm_page *avail; /* non-current pages with free objects */
     uint32_t rroom;         /* objects rhead may still take before it is pushed */
+    /* Copies of the class's chunk_mask, inv and shift (nbm_class_t), set
+     * when a thread takes the heap: free's checks read them in this line,
+     * which it touches anyway, with no class record to address. */
+    uint32_t mask, inv, shift;
 } nbm_bin_t;
 _Static_assert(sizeof(nbm_bin_t) == NBM_CACHE_LINE, "a bin is one cache line");
 
@@ -267,6 +276,13 @@ typedef struct nbm_tcache {
     uint32_t index;
     uint32_t arena_hint;        /* arena tried first */
     uint32_t ndesc;             /* free descriptors held in desc[] */
+    /* Where bins[-1] would hold its class copies: zeros, never written. free
+     * reads them for a unit word of class byte 0 (a medium block's, whose
+     * word is 0) with no test of the byte: mask and inverse 0 fail its
+     * offset check (0 < carved = 0 is false), whose path tells a medium
+     * block from a bad pointer. */
+    uint32_t none_pad[7];
+    uint32_t none_mask, none_inv, none_shift;
     _Alignas(NBM_CACHE_LINE) nbm_bin_t bins[NBM_NCLASSES]; /* records are line-aligned: a bin is one line */
     nbm_binx_t binx[NBM_NCLASSES];
     uint32_t desc[NBM_DESC_STASH];
@@ -287,6 +303,10 @@ typedef struct nbm_tcache {
 } nbm_tcache_t;
 /* free finds bins[k - 1] at k bins from the record's start. */
 _Static_assert(offsetof(nbm_tcache_t, bins) == sizeof(nbm_bin_t), "bins start one bin into a heap record");
+_Static_assert(offsetof(nbm_tcache_t, none_mask) == offsetof(nbm_bin_t, mask) &&
+               offsetof(nbm_tcache_t, none_inv) == offsetof(nbm_bin_t, inv) &&
+               offsetof(nbm_tcache_t, none_shift) == offsetof(nbm_bin_t, shift),
+               "class byte 0 reads the zeros of the record's first line");
 
 enum { NBM_T_NEW = 0, NBM_T_INIT = 1, NBM_T_LIVE = 2, NBM_T_DEAD = 3 };
 
@@ -541,22 +561,24 @@ NBM_HIDDEN void  nbm__small_free_generic(void *p, nbm_page_t *pg);
  * heartbeat counted (malloc's fast path): the bin refilled and popped
  * without the generic path's second look at the heap, the class and the
  * heartbeat; the generic path when no page can be had (ENOMEM). */
-NBM_HIDDEN void *nbm__small_refill(size_t n);
+NBM_HIDDEN void *nbm__small_refill(size_t n, nbm_bin_t *bin);
 /* A free of another heap's object when the bin holds no more (rroom 0):
  * the older half of the held objects is pushed back to their pages, o is
  * held. */
 NBM_HIDDEN void  nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, void **o);
 NBM_HIDDEN void  nbm__remote_flush(nbm_tcache_t *tc); /* every held object pushed */
-/* free of a small object (checked and tagged) on a page other than its bin's
- * current one: held back for another heap's page, or onto this heap's page. */
+/* free of a small object (checked and tagged) on another heap's page: held
+ * back (this heap's own pages are pushed by the fast path). */
 NBM_HIDDEN void  nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o, uint32_t w);
 /* nbm__fatal(what, p), never returns; not declared noreturn so that free's
  * fast path reaches it with a jump and keeps no stack frame. */
 NBM_HIDDEN void  nbm__free_bad(const char *what, const void *p);
-/* The owner's free made a non-current page empty (a page no longer full is
- * appended to avail by free.c itself; handled here too); carved: its carved
- * count (from the unit word free read: no second look). */
-NBM_HIDDEN void  nbm__page_changed(nbm_tcache_t *tc, nbm_page_t *pg, uint32_t carved);
+/* free's offset check failed: a medium block's start (class byte 0: to
+ * nbm__medium_free), else reported as an invalid pointer. A jump too. */
+NBM_HIDDEN void  nbm__free_unaligned(void *p);
+/* The fast path's edges: the owner's free made a non-current page no
+ * longer full (to avail, bin in hand) or empty (nbm__page_changed). */
+NBM_HIDDEN void  nbm__page_refreed(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg);
 NBM_HIDDEN void  nbm__tcache_flush(nbm_tcache_t *tc, bool spares); /* spares: give them back too */
 NBM_HIDDEN nbm_tcache_t *nbm__tcache_get(void);       /* NULL while none can be used */
 NBM_HIDDEN void  nbm__tcache_init_process(void);

@@ -37,7 +37,8 @@ nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t *hint, void *bl
     pg->arena = (uint16_t)ar->index;
     pg->cls = (uint8_t)cls;
     pg->free = NULL;
-    pg->nfree = 0;
+    pg->used = 0;
+    pg->left = (uint16_t)c->cap;
     pg->avail = 0;
     pg->next = pg->prev = pg->anext = pg->aprev = NULL;
     /* No remote free can be under way: the page held no object. The owner
@@ -64,7 +65,7 @@ nbm_page_t *nbm__page_revive(void *block, unsigned cls, uintptr_t heap)
      * (nbm__page_forget) or is made a page of another class: a word naming
      * this class means the block is the heap's own emptied page, untouched
      * since, its record's list holding every carved object (tagged free). */
-    if ((w & 0xffu) != cls + 1 || pg->cls != cls || pg->nfree != w >> NBM_UNIT_CARVED_SHIFT)
+    if ((w & 0xffu) != cls + 1 || pg->cls != cls || pg->used != 0)
         return NULL;
     pg->avail = 0;
     pg->next = pg->prev = pg->anext = pg->aprev = NULL;
@@ -83,10 +84,10 @@ uintptr_t nbm__page_base(const nbm_page_t *pg)
     return ar->base + ((uintptr_t)(pg - ar->pages) << NBM_UNIT_SHIFT);
 }
 
+/* The owner's copy (`left`) of what the unit words count. */
 uint32_t nbm__page_carved(const nbm_page_t *pg)
 {
-    nbm_arena_t *ar = nbm__arena_at(pg->arena);
-    return nbm_load_u32_relaxed(&ar->unit[pg - ar->pages]) >> NBM_UNIT_CARVED_SHIFT;
+    return nbm__classes[pg->cls].cap - pg->left;
 }
 
 /* The object a fresh page hands out first (its colour, in objects from the
@@ -126,9 +127,8 @@ uint32_t nbm__page_carve(nbm_page_t *pg, void **head, uint32_t max)
     nbm_arena_t *ar = nbm__arena_at(pg->arena);
     size_t u0 = (size_t)(pg - ar->pages);
     uintptr_t base = ar->base + (u0 << NBM_UNIT_SHIFT);
-    uint32_t carved = nbm_load_u32_relaxed(&ar->unit[u0]) >> NBM_UNIT_CARVED_SHIFT;
-    uint32_t cap = c->cap;
-    uint32_t n = cap - carved < max ? cap - carved : max;
+    uint32_t cap = c->cap, carved = cap - pg->left;
+    uint32_t n = pg->left < max ? pg->left : max;
     if (n == 0)
         return 0;
     /* The first carve reaches the colour while that stays in the page's
@@ -145,6 +145,8 @@ uint32_t nbm__page_carve(nbm_page_t *pg, void **head, uint32_t max)
      * cost free's fast path 4 instructions for the second look.) */
     for (size_t u = 0; u < c->chunk >> NBM_UNIT_SHIFT; u++)
         nbm_add_u32(&ar->unit[u0 + u], n << NBM_UNIT_CARVED_SHIFT);
+    pg->left = (uint16_t)(pg->left - n);
+    pg->used = (uint16_t)(pg->used + n); /* handed out, or on the bin's list */
     char *first = (char *)base + (size_t)carved * c->size;
     for (uint32_t k = 0; k < n; k++) {
         void **o = (void **)(first + (size_t)k * c->size);

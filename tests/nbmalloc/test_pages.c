@@ -20,6 +20,9 @@
  *    comes back with its free list (not carved again: the first object is
  *    the last one freed), holds the same objects, and after nbm_purge a
  *    page of the class is carved afresh from its start;
+ *  - the owner's free that empties a full page that is not current gives
+ *    the page back at once, and a full page's first free makes that object
+ *    the next one handed out once the current page is used up;
  *  - a fresh page hands out first the object at its colour: the first
  *    object in the 512-byte step (page number mod 8, inverted in an odd
  *    arena slot) of its start, so the first objects of pages do not all
@@ -242,6 +245,82 @@ static void test_spare_revive(void)
     CHECK(q != NULL && ((uintptr_t)q & 0xffff) == 0);
     nbm_free(q);
     nbm_purge(); /* no page of this test left for the next one to take */
+}
+
+/* --- the owner's edges on a non-current page ------------------------------- */
+#define EDGE_SIZE 4096 /* a class no other test here uses: 16 objects a 64 KiB page */
+#define EDGE_CAP  16
+#define EDGE_N    (8 * EDGE_CAP)
+
+/* The owner's free to a page that is not its bin's current one counts the
+ * page's objects in use down (nbm__free_fast): the free that empties a full
+ * page gives it back to the heap at once (one page fewer in the
+ * statistics, no sweep or purge needed), and a full page's first free puts
+ * it on the avail list, so when the current page is used up the next
+ * malloc returns that object, not one of a new page. */
+static void test_owner_edges(void)
+{
+    static char *v[EDGE_N];
+    int n = 0;
+    nbm_purge();
+    /* Until the current page is full and held whole: a later malloc then
+     * has to switch pages. */
+    for (;;) {
+        CHECK(n < EDGE_N);
+        if (n >= EDGE_N)
+            goto out;
+        v[n] = nbm_malloc(EDGE_SIZE);
+        CHECK(v[n] != NULL);
+        if (!v[n])
+            goto out;
+        memset(v[n], 0x3c, EDGE_SIZE);
+        n++;
+        int same = 0;
+        for (int i = 0; i < n; i++)
+            same += page_of(v[i]) == page_of(v[n - 1]);
+        if (n >= 3 * EDGE_CAP && same == EDGE_CAP)
+            break;
+    }
+    uintptr_t cur = page_of(v[n - 1]);
+    /* Two earlier pages held whole (full, not current). */
+    uintptr_t full[2] = { 0, 0 };
+    int nfull = 0;
+    for (int i = 0; i < n && nfull < 2; i++) {
+        uintptr_t pg = page_of(v[i]);
+        int same = 0;
+        for (int k = 0; k < n; k++)
+            same += page_of(v[k]) == pg;
+        if (pg != cur && same == EDGE_CAP && (nfull == 0 || full[0] != pg))
+            full[nfull++] = pg;
+    }
+    CHECK_EQ(nfull, 2);
+    if (nfull != 2)
+        goto out;
+    /* The emptying free gives the page back at once. */
+    nbm_stats_t before, after;
+    nbm_get_stats(&before);
+    for (int i = 0; i < n; i++)
+        if (page_of(v[i]) == full[0]) {
+            nbm_free(v[i]);
+            v[i] = NULL;
+        }
+    nbm_get_stats(&after);
+    CHECK_EQ(after.chunks + 1, before.chunks);
+    /* A full page's first free: its object is the next one handed out. */
+    char *x = NULL;
+    for (int i = 0; i < n && !x; i++)
+        if (v[i] && page_of(v[i]) == full[1]) {
+            x = v[i];
+            nbm_free(x);
+            v[i] = NULL;
+        }
+    char *y = nbm_malloc(EDGE_SIZE);
+    CHECK(y == x);
+    nbm_free(y);
+out:
+    for (int i = 0; i < n; i++)
+        nbm_free(v[i]);
+    nbm_purge();
 }
 
 /* --- page colour ----------------------------------------------------------- */
@@ -479,6 +558,7 @@ int main(int argc, char **argv)
 #endif
     test_return(mib, check_rss);
     test_spare_revive();
+    test_owner_edges();
     test_colour();
     test_remote_page_reuse();
     test_held_remote();
