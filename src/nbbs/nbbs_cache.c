@@ -402,8 +402,22 @@ size_t nbbs_cache_drain(nbbs_cache_t *c)
         uint64_t n = nb_own_load(&c->count[k]);
         done += nbbs__give_back(c->b, NULL, s, 0, n, k);
         nb_own_store(&c->count[k], 0);
-        if (k < NBBS_CARVE_ORDER)
-            c->nparts[k] = 0; /* their free frames stay findable under pressure */
+        if (k < NBBS_CARVE_ORDER && c->groups[k]) {
+            /* The blocks it remembers are forgotten: their free frames
+             * are marked for the harvests, and this cache's next refills
+             * harvest before they carve (frames left in carved blocks are
+             * used before new blocks are cut from the tree). */
+            bool left = false;
+            while (c->nparts[k]) {
+                c->nparts[k]--;
+                stray_mark(c->b, c->part[k][--c->ptop[k] % CACHE_PARTS]);
+                left = true;
+            }
+            if (left || n) {
+                c->stranded[k] = true;
+                c->swept[k] = 0;
+            }
+        }
     }
     return done;
 }
