@@ -233,10 +233,10 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
         c->dry[order]--;
     else if (!first && c->groups[order]) {
         /* No block to carve: free frames other carved blocks hold (a
-         * drain left them there), near this context's hint first. A
-         * harvest that looked at every carved block and found none is
-         * not repeated for the next CACHE_BACKOFF refills (the pressure
-         * path still finds such frames before NULL). */
+         * drain left them there, or nbbs_free), near this context's hint
+         * first. A harvest that looked at every marked block and found
+         * none is not repeated for the next CACHE_BACKOFF refills (the
+         * pressure path still finds such frames before NULL). */
         uint64_t looked;
         uint64_t got = nbbs__carve_harvest(c->b, stack_of(c, order), order, c->batch, &looked);
         if (!got && looked >= (b->nleaves >> NBBS_CARVE_ORDER))
@@ -247,6 +247,21 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
                 nb_own_store(&c->count[order], got);
                 return addr_of(b, leaf);
             }
+        }
+    }
+    if (!first && c->groups[order]) {
+        /* Still nothing: the tree is out of carve-order blocks (or was
+         * lately), so its search for this order is long near full, and
+         * fails when only carved blocks have room, ending in the pressure
+         * path that splits or combines their free frames (after a second
+         * failed scan). Try that first, in the blocks the stray bitmap
+         * marks: at most one pass over the bitmap (a bit per 8 leaves,
+         * 1/64 of the index an order-0 scan reads), every time, since a
+         * failed search of the tree costs far more. */
+        first = nbbs__carve_take_stray(b, order);
+        if (first) {
+            nb_own_store(&c->count[order], 0);
+            return first;
         }
     }
     if (!first) {

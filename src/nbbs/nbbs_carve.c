@@ -93,6 +93,52 @@ void *nbbs__carve_take(nbbs_t *b, unsigned order)
     return NULL;
 }
 
+void *nbbs__carve_take_stray(nbbs_t *b, unsigned order)
+{
+    uint64_t ng = b->nleaves >> NBBS_CARVE_ORDER;
+    if (!ng)
+        return NULL;
+    uint64_t nw = (ng + 63) >> 6;
+    NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b);
+    uint64_t g = (nb_hint_load(hint) >> NBBS_CARVE_ORDER) % ng;
+    const uint64_t m0 = ~UINT64_C(0) << (g & 63);
+    uint64_t wi = g >> 6;
+    for (uint64_t i = 0; i <= nw; i++, wi = wi + 1 < nw ? wi + 1 : 0) {
+        NBBS_ATOMIC(uint64_t) *bw = &b->strays[wi];
+        uint64_t v = nb_hole_load(bw) & (i == 0 ? m0 : i == nw ? ~m0 : ~UINT64_C(0));
+        while (v) {
+            unsigned bit = (unsigned)__builtin_ctzll(v);
+            v &= v - 1;
+            uint64_t g0 = ((wi << 6) + bit) << NBBS_CARVE_ORDER;
+            NBBS_ATOMIC(uint64_t) *w = carve_word(b, g0);
+            carve_word_t x;
+            x.w = nb_load_u64(w);
+            if (!carve_any_free(x)) {
+                /* Nothing free here any more: clear the bit, then look
+                 * again (a frame freed and marked before the clear). */
+                nb_hole_and(bw, ~(UINT64_C(1) << bit));
+                x.w = nb_load_u64(w);
+            }
+        again:
+            if (!carve_any_free(x))
+                continue;
+            for (unsigned o = 0; o < CARVE_LEAVES; o += 1u << order) {
+                carve_word_t y = x;
+                if (!take_region(&y, o, order))
+                    continue;
+                if (nb_cas_u64(w, &x.w, y.w)) {
+                    if (carve_any_free(y))
+                        stray_mark(b, g0); /* frames left (or split off) here */
+                    nb_hint_store(hint, g0 + o);
+                    return addr_of(b, g0 + o);
+                }
+                goto again; /* x holds the word's new value */
+            }
+        }
+    }
+    return NULL;
+}
+
 int nbbs__carved_free(nbbs_t *b, uint64_t leaf, uint8_t v)
 {
     if (!nb_cas_u8(&b->index[leaf], &v, (uint8_t)(v | NBBS_IDX_CACHED)))

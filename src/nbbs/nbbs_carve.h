@@ -84,6 +84,10 @@ unsigned nbbs__carve_merge(nbbs_t *b, uint64_t g0);
 /* Under pressure: a free frame of this order in any carved block, or NULL. */
 void *nbbs__carve_take(nbbs_t *b, unsigned order);
 
+/* As nbbs__carve_take, in the carved blocks whose stray bit is set only
+ * (one pass over the bitmap; bits of blocks with no free frame cleared). */
+void *nbbs__carve_take_stray(nbbs_t *b, unsigned order);
+
 /* Names up to max free frames of this order found in carved blocks whose
  * stray bit is set in s[0..]; *looked: carved blocks whose bits it looked
  * at (all of them when it names fewer than max). */
