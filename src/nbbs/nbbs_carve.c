@@ -93,6 +93,28 @@ void *nbbs__carve_take(nbbs_t *b, unsigned order)
     return NULL;
 }
 
+/* Clear the stray bits in stale of bitmap word wi, whose blocks were seen
+ * with no free frame (merged, or every frame live): one RMW for all of
+ * them (a harvest after a phase of frees finds most marked blocks merged,
+ * and an RMW per bit on lines the other CPUs mark was what it cost), then
+ * a second look at each, which sees a frame freed and marked before the
+ * clear and marks its block again. */
+static void strays_clear(nbbs_t *b, uint64_t wi, uint64_t stale)
+{
+    if (!stale)
+        return;
+    nb_hole_and(&b->strays[wi], ~stale);
+    while (stale) {
+        unsigned bit = (unsigned)__builtin_ctzll(stale);
+        stale &= stale - 1;
+        uint64_t g0 = ((wi << 6) + bit) << NBBS_CARVE_ORDER;
+        carve_word_t x;
+        x.w = nb_load_u64(carve_word(b, g0));
+        if (carve_any_free(x))
+            stray_mark(b, g0);
+    }
+}
+
 void *nbbs__carve_take_stray(nbbs_t *b, unsigned order)
 {
     uint64_t ng = b->nleaves >> NBBS_CARVE_ORDER;
@@ -104,8 +126,8 @@ void *nbbs__carve_take_stray(nbbs_t *b, unsigned order)
     const uint64_t m0 = ~UINT64_C(0) << (g & 63);
     uint64_t wi = g >> 6;
     for (uint64_t i = 0; i <= nw; i++, wi = wi + 1 < nw ? wi + 1 : 0) {
-        NBBS_ATOMIC(uint64_t) *bw = &b->strays[wi];
-        uint64_t v = nb_hole_load(bw) & (i == 0 ? m0 : i == nw ? ~m0 : ~UINT64_C(0));
+        uint64_t v = nb_hole_load(&b->strays[wi]) & (i == 0 ? m0 : i == nw ? ~m0 : ~UINT64_C(0));
+        uint64_t stale = 0;
         while (v) {
             unsigned bit = (unsigned)__builtin_ctzll(v);
             v &= v - 1;
@@ -114,10 +136,8 @@ void *nbbs__carve_take_stray(nbbs_t *b, unsigned order)
             carve_word_t x;
             x.w = nb_load_u64(w);
             if (!carve_any_free(x)) {
-                /* Nothing free here any more: clear the bit, then look
-                 * again (a frame freed and marked before the clear). */
-                nb_hole_and(bw, ~(UINT64_C(1) << bit));
-                x.w = nb_load_u64(w);
+                stale |= UINT64_C(1) << bit; /* nothing free here any more */
+                continue;
             }
         again:
             if (!carve_any_free(x))
@@ -129,12 +149,14 @@ void *nbbs__carve_take_stray(nbbs_t *b, unsigned order)
                 if (nb_cas_u64(w, &x.w, y.w)) {
                     if (carve_any_free(y))
                         stray_mark(b, g0); /* frames left (or split off) here */
+                    strays_clear(b, wi, stale);
                     nb_hint_store(hint, g0 + o);
                     return addr_of(b, g0 + o);
                 }
                 goto again; /* x holds the word's new value */
             }
         }
+        strays_clear(b, wi, stale);
     }
     return NULL;
 }
@@ -173,7 +195,7 @@ uint64_t nbbs__carve_harvest(nbbs_t *b, NBBS_ATOMIC(uint64_t) *s, unsigned order
     for (; i <= nw && n + CARVE_LEAVES <= max; i++, wi = wi + 1 < nw ? wi + 1 : 0) {
         uint64_t mask = i == 0 ? m0 : i == nw ? ~m0 : ~UINT64_C(0);
         NBBS_ATOMIC(uint64_t) *bw = &b->strays[wi];
-        uint64_t v = nb_hole_load(bw) & mask;
+        uint64_t v = nb_hole_load(bw) & mask, stale = 0;
         while (v && n + CARVE_LEAVES <= max) {
             unsigned bit = (unsigned)__builtin_ctzll(v);
             v &= v - 1;
@@ -181,10 +203,14 @@ uint64_t nbbs__carve_harvest(nbbs_t *b, NBBS_ATOMIC(uint64_t) *s, unsigned order
             NBBS_ATOMIC(uint64_t) *w = carve_word(b, g0);
             carve_word_t x;
             x.w = nb_load_u64(w);
+            if (!carve_any_free(x)) {
+                stale |= UINT64_C(1) << bit; /* merged, or every frame live */
+                continue;
+            }
             bool mine = false;
             for (unsigned j = 0; j < CARVE_LEAVES; j++)
                 mine |= x.by[j] == freev;
-            if (carve_any_free(x) && !mine)
+            if (!mine)
                 continue; /* another order's frames: its bit stays */
             /* Clear the bit, then read the word again: a frame freed and
              * marked before the clear is seen by this load. */
@@ -204,6 +230,7 @@ uint64_t nbbs__carve_harvest(nbbs_t *b, NBBS_ATOMIC(uint64_t) *s, unsigned order
                 break;
             }
         }
+        strays_clear(b, wi, stale);
         if (n + CARVE_LEAVES > max)
             break;
     }

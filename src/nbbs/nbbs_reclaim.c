@@ -16,7 +16,12 @@ static bool remember_part(nbbs_t *b, nbbs_cache_t *owner, unsigned order, uint64
 {
     uint64_t *e = &owner->part[order][owner->ptop[order]++ % CACHE_PARTS];
     if (owner->nparts[order] == CACHE_PARTS) {
-        stray_mark(b, *e); /* the oldest, written over */
+        /* The oldest, written over: marked if it still has free frames
+         * (often it merged since, when its last frame was drained). */
+        carve_word_t x;
+        x.w = nb_load_u64(carve_word(b, *e));
+        if (carve_any_free(x))
+            stray_mark(b, *e);
         *e = g0;
         return false;
     }
