@@ -10,18 +10,14 @@
  * in it, but not all its frames are free) for the owner's next refill,
  * newest first. Returns false if that wrote over the oldest remembered
  * block (the ring was full): its free frames are then named nowhere, so
- * its stray bit is set, and the caller marks the order stranded so that
- * refills harvest them. */
+ * its region is set in the owner's private lost map, and the caller marks
+ * the order stranded so that refills harvest them. */
 static bool remember_part(nbbs_t *b, nbbs_cache_t *owner, unsigned order, uint64_t g0)
 {
     uint64_t *e = &owner->part[order][owner->ptop[order]++ % CACHE_PARTS];
     if (owner->nparts[order] == CACHE_PARTS) {
-        /* The oldest, written over: marked if it still has free frames
-         * (often it merged since, when its last frame was drained). */
-        carve_word_t x;
-        x.w = nb_load_u64(carve_word(b, *e));
-        if (carve_any_free(x))
-            stray_mark(b, *e);
+        uint64_t r = lost_region(*e >> NBBS_CARVE_ORDER, b->nleaves >> NBBS_CARVE_ORDER);
+        owner->lost[order][r >> 6] |= UINT64_C(1) << (r & 63); /* the oldest, written over */
         *e = g0;
         return false;
     }
