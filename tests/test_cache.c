@@ -534,6 +534,104 @@ static void test_parts(nbbs_layout_t lay)
     free(in.meta), free(m);
 }
 
+/* Frames left in carved blocks with a live frame by nbbs_cache_drain (the
+ * blocks the cache remembered are forgotten), by nbbs_reclaim_cached and by
+ * nbbs_free are used again before a new block is carved: each such block is
+ * marked in the instance's stray bitmap, a drained cache harvests before it
+ * carves, and so does a cache whose ring overflowed (test_parts). */
+static void test_strays(nbbs_layout_t lay)
+{
+    const size_t mb = 64;
+    inst_t in = make(lay, FAKE_BASE, 2048 * mb, mb, 11);
+    nbbs_cache_config_t cfg = { 1, 8, 8 };
+    char *m;
+    nbbs_cache_t *c = cache_new(in.b, &cfg, &m);
+    char *f[32];
+    for (size_t i = 0; i < 32; i++) {
+        f[i] = nbbs_cache_alloc(c, 0);
+        CHECK(f[i] != NULL);
+    }
+    size_t used = stats(in.b).used_bytes;
+    CHECK_EQ(used, 32 * mb); /* four carved blocks */
+    /* Through the cache, then drained: one frame in each of two blocks. */
+    CHECK_EQ(nbbs_cache_free(c, f[3]), 0);
+    CHECK_EQ(nbbs_cache_free(c, f[11]), 0);
+    nbbs_cache_drain(c);
+    CHECK_EQ(stats(in.b).used_bytes, used); /* neither block is all free */
+    CHECK_EQ(stats(in.b).cached_blocks, 2);
+    for (int i = 0; i < 2; i++) {
+        char *p = nbbs_cache_alloc(c, 0);
+        CHECK(p == f[3] || p == f[11]); /* not a new block's frame */
+        CHECK_EQ(nbbs_block_size(in.b, p), mb);
+    }
+    /* Through nbbs_free, and a cache's frame taken back by
+     * nbbs_reclaim_cached: the next refill finds them too. */
+    CHECK_EQ(nbbs_free(in.b, f[21]), 0);
+    CHECK_EQ(nbbs_cache_free(c, f[29]), 0);
+    CHECK_EQ(nbbs_reclaim_cached(in.b), 0); /* a frame, not a whole block */
+    nbbs_cache_drain(c); /* its stack named f[29]: stale now, so a refill comes next */
+    for (int i = 0; i < 2; i++) {
+        char *p = nbbs_cache_alloc(c, 0);
+        CHECK(p == f[21] || p == f[29]);
+    }
+    CHECK_EQ(stats(in.b).used_bytes, used);
+    CHECK_EQ(stats(in.b).cached_blocks, 0);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    for (size_t i = 0; i < 32; i++)
+        CHECK_EQ(nbbs_free(in.b, f[i]), 0);
+    nbbs_cache_drain(c);
+    CHECK_EQ(stats(in.b).used_bytes, 0);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    free(in.meta), free(m);
+}
+
+/* A refill that cannot carve (the tree has no order-3 block) takes a frame
+ * made of free frames of a marked carved block (or split off a larger one)
+ * before it searches the tree, which still has a free block of that order
+ * elsewhere: the tree's block stays whole, and near full the search (and
+ * its failure, and the pressure path after it) is skipped. */
+static void test_stray_take(nbbs_layout_t lay)
+{
+    const size_t mb = 64;
+    inst_t in = make(lay, FAKE_BASE, 64 * mb, mb, 6);
+    nbbs_cache_config_t cfg = { 2, 8, 8 };
+    char *m;
+    nbbs_cache_t *c = cache_new(in.b, &cfg, &m);
+    char *f[8], *g[32];
+    for (size_t i = 0; i < 8; i++) {
+        f[i] = nbbs_cache_alloc(c, 0);
+        CHECK(f[i] != NULL);
+    }
+    for (size_t i = 1; i < 8; i++)
+        CHECK(f[i] == f[0] + i * mb); /* one carved block, frames in address order */
+    size_t ng = 0;
+    while (ng < 32 && (g[ng] = nbbs_alloc_order(in.b, 1)) != NULL)
+        ng++;
+    CHECK_EQ(ng, 28); /* the rest of the arena */
+    CHECK_EQ(nbbs_free(in.b, g[5]), 0); /* one free order-1 block in the tree */
+    CHECK_EQ(nbbs_free(in.b, f[2]), 0); /* two free order-0 frames, named nowhere */
+    CHECK_EQ(nbbs_free(in.b, f[3]), 0);
+    char *p = nbbs_cache_alloc(c, 1);
+    CHECK(p == f[2]); /* made of the two frames, not the tree's block */
+    CHECK_EQ(nbbs_block_size(in.b, p), 2 * mb);
+    char *q = nbbs_cache_alloc(c, 1);
+    CHECK(q == g[5]); /* then the tree's */
+    CHECK(nbbs_cache_alloc(c, 1) == NULL);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    CHECK_EQ(nbbs_free(in.b, p), 0);
+    CHECK_EQ(nbbs_free(in.b, q), 0);
+    for (size_t i = 0; i < 8; i++)
+        if (i != 2 && i != 3)
+            CHECK_EQ(nbbs_free(in.b, f[i]), 0);
+    for (size_t i = 0; i < ng; i++)
+        if (i != 5)
+            CHECK_EQ(nbbs_free(in.b, g[i]), 0);
+    nbbs_cache_drain(c);
+    CHECK_EQ(stats(in.b).used_bytes, 0);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    free(in.meta), free(m);
+}
+
 /* Bulk refill: orders 0..2 are refilled by carving order-3 blocks. Frees
  * of carved frames (through caches and nbbs_free), double frees, drains that
  * leave a half-used carved block, and allocations under pressure that take,
@@ -931,6 +1029,8 @@ int main(int argc, char **argv)
         test_take_next(layouts[l]);
         test_short(layouts[l]);
         test_parts(layouts[l]);
+        test_strays(layouts[l]);
+        test_stray_take(layouts[l]);
     }
     printf("api: %d passed, %d failed\n", check_passed, check_failed);
     for (int l = 0; l < 2; l++)

@@ -80,7 +80,7 @@ nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cach
      * of plain zero stores may become a call to memset, which the
      * freestanding core must not need (scripts/test.d/10-freestanding.sh). */
     volatile unsigned *backoff = c->backoff, *lean = c->lean, *dry = c->dry, *nparts = c->nparts, *ptop = c->ptop;
-    volatile uint64_t *swept = c->swept, *cursor = c->cursor, *pattern = c->pattern;
+    volatile uint64_t *swept = c->swept, *cursor = c->cursor, *pattern = c->pattern, *lost = &c->lost[0][0];
     volatile bool *stranded = c->stranded;
     for (unsigned k = 0; k < NBBS_CACHE_MAX_ORDERS; k++) {
         if (k < NBBS_CARVE_ORDER) {
@@ -94,6 +94,8 @@ nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cach
             pattern[k] = x.w;
             stranded[k] = false;
             swept[k] = 0;
+            for (unsigned j = 0; j < CACHE_LOST_WORDS; j++)
+                lost[k * CACHE_LOST_WORDS + j] = 0;
             dry[k] = 0;
         }
         backoff[k] = 0;
@@ -163,6 +165,62 @@ static void tree_short(nbbs_cache_t *c, unsigned j)
     }
 }
 
+/* Name up to max free frames of this order (from s[0]) found in the
+ * carved blocks of the regions c's lost map names, clearing each region
+ * read to its end. Owner only. Returns how many. */
+static uint64_t harvest_lost(nbbs_cache_t *c, unsigned order, uint64_t max)
+{
+    nbbs_t *b = c->b;
+    NBBS_ATOMIC(uint64_t) *s = stack_of(c, order);
+    uint8_t freev = (uint8_t)((order + 1u) | NBBS_IDX_CARVED | NBBS_IDX_CACHED);
+    uint64_t ng = b->nleaves >> NBBS_CARVE_ORDER, n = 0, nr = CACHE_LOST_WORDS * 64;
+    for (unsigned wi = 0; wi < CACHE_LOST_WORDS; wi++) {
+        while (c->lost[order][wi]) {
+            unsigned bit = (unsigned)__builtin_ctzll(c->lost[order][wi]);
+            uint64_t r = (uint64_t)wi * 64 + bit;
+            /* Blocks g with lost_region(g) == r: [ceil(r ng / nr), ceil((r + 1) ng / nr)). */
+            uint64_t g = (r * ng + nr - 1) / nr, end = ((r + 1) * ng + nr - 1) / nr;
+            for (; g < end && n + CARVE_LEAVES <= max; g++) {
+                carve_word_t x;
+                x.w = nb_load_u64(carve_word(b, g << NBBS_CARVE_ORDER));
+                if (!carve_any_free(x))
+                    continue;
+                for (unsigned j = CARVE_LEAVES; j-- > 0;)
+                    if (x.by[j] == freev)
+                        nb_own_store(&s[n++], (g << NBBS_CARVE_ORDER) + j);
+            }
+            if (g < end)
+                return n; /* full: the region is read again next time */
+            c->lost[order][wi] &= c->lost[order][wi] - 1;
+        }
+    }
+    return n;
+}
+
+/* Near full (no block to carve): the carved blocks with free frames that
+ * c's lost map names go into the shared stray bitmap, so that the stray
+ * take below sees them (it splits and combines frames of any order), and
+ * the map is cleared. Each region is read once; its cost is paid once per
+ * overflowed ring, not per refill. Owner only. */
+static void lost_to_strays(nbbs_cache_t *c)
+{
+    nbbs_t *b = c->b;
+    uint64_t ng = b->nleaves >> NBBS_CARVE_ORDER, nr = CACHE_LOST_WORDS * 64;
+    for (unsigned k = 0; k < NBBS_CARVE_ORDER; k++)
+        for (unsigned wi = 0; wi < CACHE_LOST_WORDS; wi++)
+            for (uint64_t v = c->lost[k][wi]; v; v &= v - 1) {
+                uint64_t r = (uint64_t)wi * 64 + (unsigned)__builtin_ctzll(v);
+                uint64_t g = (r * ng + nr - 1) / nr, end = ((r + 1) * ng + nr - 1) / nr;
+                for (; g < end; g++) {
+                    carve_word_t x;
+                    x.w = nb_load_u64(carve_word(b, g << NBBS_CARVE_ORDER));
+                    if (carve_any_free(x))
+                        stray_mark(b, g << NBBS_CARVE_ORDER);
+                }
+                c->lost[k][wi] = 0;
+            }
+}
+
 /* The stack is empty: refill it and return one block, or reclaim from
  * other caches if the tree has none. Orders below NBBS_CARVE_ORDER (with
  * batch large enough) take batch / 2^(NBBS_CARVE_ORDER - order) blocks of
@@ -181,10 +239,13 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
     uint64_t n = 0;
     unsigned groups = c->groups[order];
     if (groups && c->stranded[order]) {
-        /* Frames this cache's drains left in carved blocks come first,
-         * until harvests have swept the whole arena and found none. */
-        uint64_t looked;
-        uint64_t got = nbbs__carve_harvest(c->b, stack_of(c, order), order, c->capacity - c->batch > c->batch ? c->capacity - c->batch : c->batch, &looked);
+        /* Frames this cache's drains left in carved blocks come first
+         * (the regions its lost map names, then the blocks the stray
+         * bitmap marks), until harvests have found none. */
+        uint64_t looked = 0, max = c->capacity - c->batch > c->batch ? c->capacity - c->batch : c->batch;
+        uint64_t got = harvest_lost(c, order, max);
+        if (got + CARVE_LEAVES <= max)
+            got += nbbs__carve_harvest(c->b, s + got, order, max - got, &looked);
         if (got)
             c->swept[order] = 0;
         else if ((c->swept[order] += looked) >= (b->nleaves >> NBBS_CARVE_ORDER))
@@ -233,10 +294,10 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
         c->dry[order]--;
     else if (!first && c->groups[order]) {
         /* No block to carve: free frames other carved blocks hold (a
-         * drain left them there), near this context's hint first. A
-         * harvest that looked at every carved block and found none is
-         * not repeated for the next CACHE_BACKOFF refills (the pressure
-         * path still finds such frames before NULL). */
+         * drain left them there, or nbbs_free), near this context's hint
+         * first. A harvest that looked at every marked block and found
+         * none is not repeated for the next CACHE_BACKOFF refills (the
+         * pressure path still finds such frames before NULL). */
         uint64_t looked;
         uint64_t got = nbbs__carve_harvest(c->b, stack_of(c, order), order, c->batch, &looked);
         if (!got && looked >= (b->nleaves >> NBBS_CARVE_ORDER))
@@ -247,6 +308,22 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
                 nb_own_store(&c->count[order], got);
                 return addr_of(b, leaf);
             }
+        }
+    }
+    if (!first && c->groups[order]) {
+        /* Still nothing: the tree is out of carve-order blocks (or was
+         * lately), so its search for this order is long near full, and
+         * fails when only carved blocks have room, ending in the pressure
+         * path that splits or combines their free frames (after a second
+         * failed scan). Try that first, in the blocks the stray bitmap
+         * marks: at most one pass over the bitmap (a bit per 8 leaves,
+         * 1/64 of the index an order-0 scan reads), every time, since a
+         * failed search of the tree costs far more. */
+        lost_to_strays(c);
+        first = nbbs__carve_take_stray(b, order);
+        if (first) {
+            nb_own_store(&c->count[order], 0);
+            return first;
         }
     }
     if (!first) {
@@ -402,8 +479,22 @@ size_t nbbs_cache_drain(nbbs_cache_t *c)
         uint64_t n = nb_own_load(&c->count[k]);
         done += nbbs__give_back(c->b, NULL, s, 0, n, k);
         nb_own_store(&c->count[k], 0);
-        if (k < NBBS_CARVE_ORDER)
-            c->nparts[k] = 0; /* their free frames stay findable under pressure */
+        if (k < NBBS_CARVE_ORDER && c->groups[k]) {
+            /* The blocks it remembers are forgotten: their free frames
+             * are marked for the harvests, and this cache's next refills
+             * harvest before they carve (frames left in carved blocks are
+             * used before new blocks are cut from the tree). */
+            bool left = false;
+            while (c->nparts[k]) {
+                c->nparts[k]--;
+                stray_mark(c->b, c->part[k][--c->ptop[k] % CACHE_PARTS]);
+                left = true;
+            }
+            if (left || n) {
+                c->stranded[k] = true;
+                c->swept[k] = 0;
+            }
+        }
     }
     return done;
 }

@@ -15,6 +15,7 @@
 #define CACHE_PARTS 64u /* carved blocks with free frames a cache remembers per order (a power of two) */
 #define CACHE_PROBES 4 /* blocks a refill's take_next looks at past its last one */
 #define CACHE_BACKOFF 8 /* refills that skip carving after the tree had no block for it */
+#define CACHE_LOST_WORDS 8u /* per order: a private map of 512 regions of the arena (lost) */
 #define ALIGN_UP(x, a) (((x) + ((size_t)(a) - 1)) & ~((size_t)(a) - 1))
 
 struct nbbs_cache {
@@ -33,6 +34,14 @@ struct nbbs_cache {
     uint64_t               part[NBBS_CARVE_ORDER][CACHE_PARTS];
     unsigned               nparts[NBBS_CARVE_ORDER];
     unsigned               ptop[NBBS_CARVE_ORDER]; /* part[] is a ring: the next entry to write, mod CACHE_PARTS */
+    /* Per order: the regions of the arena (512, of nleaves / 512 leaves
+     * each, or one carved block each in small arenas) that hold a carved
+     * block the full ring wrote over, its free frames named nowhere. The
+     * owner's stranded harvests read the index words of those regions
+     * only. Private (owner only, plain): the shared stray bitmap took a
+     * load and often a write on a line every CPU marks, at each overflow
+     * (every drained frame, in a phase of frees). */
+    uint64_t               lost[NBBS_CARVE_ORDER][CACHE_LOST_WORDS];
     /* Per order: refills left that do not try to carve (the tree had no
      * block of the carve order lately: a failed tree scan is costly). */
     unsigned               backoff[NBBS_CACHE_MAX_ORDERS];
@@ -67,6 +76,12 @@ struct nbbs_cache {
 };
 
 static inline nbbs_cache_t *cache_of(uint64_t v) { return (nbbs_cache_t *)(uintptr_t)v; }
+
+/* The region of c->lost that carved block g (a leaf / 8) falls in, of ng. */
+static inline uint64_t lost_region(uint64_t g, uint64_t ng)
+{
+    return (g * (CACHE_LOST_WORDS * 64)) / ng;
+}
 
 static inline NBBS_ATOMIC(uint64_t) *stack_of(nbbs_cache_t *c, unsigned order)
 {

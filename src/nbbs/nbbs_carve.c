@@ -82,6 +82,8 @@ void *nbbs__carve_take(nbbs_t *b, unsigned order)
             if (!take_region(&y, o, order))
                 continue;
             if (nb_cas_u64(w, &x.w, y.w)) {
+                if (carve_any_free(y))
+                    stray_mark(b, g << NBBS_CARVE_ORDER); /* split-off halves, named nowhere */
                 nb_hint_store(hint, (g << NBBS_CARVE_ORDER) + o);
                 return addr_of(b, (g << NBBS_CARVE_ORDER) + o);
             }
@@ -91,39 +93,157 @@ void *nbbs__carve_take(nbbs_t *b, unsigned order)
     return NULL;
 }
 
+/* Clear the stray bits in stale of bitmap word wi, whose blocks were seen
+ * with no free frame (merged, or every frame live): one RMW for all of
+ * them (a harvest after a phase of frees finds most marked blocks merged,
+ * and an RMW per bit on lines the other CPUs mark was what it cost), then
+ * a second look at each, which sees a frame freed and marked before the
+ * clear and marks its block again. */
+static void strays_clear(nbbs_t *b, uint64_t wi, uint64_t stale)
+{
+    if (!stale)
+        return;
+    nb_hole_and(&b->strays[wi], ~stale);
+    while (stale) {
+        unsigned bit = (unsigned)__builtin_ctzll(stale);
+        stale &= stale - 1;
+        uint64_t g0 = ((wi << 6) + bit) << NBBS_CARVE_ORDER;
+        carve_word_t x;
+        x.w = nb_load_u64(carve_word(b, g0));
+        if (carve_any_free(x))
+            stray_mark(b, g0);
+    }
+}
+
+void *nbbs__carve_take_stray(nbbs_t *b, unsigned order)
+{
+    uint64_t ng = b->nleaves >> NBBS_CARVE_ORDER;
+    if (!ng)
+        return NULL;
+    uint64_t nw = (ng + 63) >> 6;
+    NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b);
+    uint64_t g = (nb_hint_load(hint) >> NBBS_CARVE_ORDER) % ng;
+    const uint64_t m0 = ~UINT64_C(0) << (g & 63);
+    uint64_t wi = g >> 6;
+    for (uint64_t i = 0; i <= nw; i++, wi = wi + 1 < nw ? wi + 1 : 0) {
+        uint64_t v = nb_hole_load(&b->strays[wi]) & (i == 0 ? m0 : i == nw ? ~m0 : ~UINT64_C(0));
+        uint64_t stale = 0;
+        while (v) {
+            unsigned bit = (unsigned)__builtin_ctzll(v);
+            v &= v - 1;
+            uint64_t g0 = ((wi << 6) + bit) << NBBS_CARVE_ORDER;
+            NBBS_ATOMIC(uint64_t) *w = carve_word(b, g0);
+            carve_word_t x;
+            x.w = nb_load_u64(w);
+            if (!carve_any_free(x)) {
+                stale |= UINT64_C(1) << bit; /* nothing free here any more */
+                continue;
+            }
+        again:
+            if (!carve_any_free(x))
+                continue;
+            for (unsigned o = 0; o < CARVE_LEAVES; o += 1u << order) {
+                carve_word_t y = x;
+                if (!take_region(&y, o, order))
+                    continue;
+                if (nb_cas_u64(w, &x.w, y.w)) {
+                    if (carve_any_free(y))
+                        stray_mark(b, g0); /* frames left (or split off) here */
+                    strays_clear(b, wi, stale);
+                    nb_hint_store(hint, g0 + o);
+                    return addr_of(b, g0 + o);
+                }
+                goto again; /* x holds the word's new value */
+            }
+        }
+        strays_clear(b, wi, stale);
+    }
+    return NULL;
+}
+
 int nbbs__carved_free(nbbs_t *b, uint64_t leaf, uint8_t v)
 {
     if (!nb_cas_u8(&b->index[leaf], &v, (uint8_t)(v | NBBS_IDX_CACHED)))
         return NBBS_EINVAL; /* a concurrent free of the same frame won */
-    nbbs__carve_merge(b, leaf & ~(uint64_t)(CARVE_LEAVES - 1));
+    uint64_t g0 = leaf & ~(uint64_t)(CARVE_LEAVES - 1);
+    if (!nbbs__carve_merge(b, g0))
+        stray_mark(b, g0); /* free, named on no stack: for the harvests */
     return 0;
 }
 
-/* Name up to max free frames of this order found in carved blocks in s[0..],
- * from the context's hint cell on, looking at NBBS_CARVE_HARVEST blocks at
- * most (*looked: how many). Naming takes nothing: the pops' CAS decide.
- * Returns how many. */
+/* Name up to max free frames of this order found in carved blocks whose
+ * stray bit is set in s[0..], from the context's hint cell on (where it
+ * found or freed frames last), wrapping, at most one pass over the bitmap.
+ * A block with no free frame of this order keeps its bit (its frames are
+ * for another order's harvest), or loses it if it has no free frame at all
+ * (merged, or every frame live). A block whose frames are named here keeps
+ * its bit only if it still holds free frames of another order. Naming takes
+ * nothing: the pops' CAS decide. Returns how many. */
 uint64_t nbbs__carve_harvest(nbbs_t *b, NBBS_ATOMIC(uint64_t) *s, unsigned order, uint64_t max, uint64_t *looked)
 {
     uint8_t freev = (uint8_t)((order + 1u) | NBBS_IDX_CARVED | NBBS_IDX_CACHED);
     uint64_t ng = b->nleaves >> NBBS_CARVE_ORDER, n = 0;
+    *looked = 0;
     if (!ng)
         return 0;
+    uint64_t nw = (ng + 63) >> 6;
     NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b);
     uint64_t g = (nb_hint_load(hint) >> NBBS_CARVE_ORDER) % ng;
-    uint64_t i = 0;
-    for (; i < ng && i < NBBS_CARVE_HARVEST && n + CARVE_LEAVES <= max; i++, g = g + 1 < ng ? g + 1 : 0) {
-        carve_word_t x;
-        x.w = nb_load_u64(carve_word(b, g << NBBS_CARVE_ORDER));
-        if (!(x.w & (x.w << 1) & BYTES_HI))
-            continue;
-        for (unsigned j = CARVE_LEAVES; j-- > 0;)
-            if (x.by[j] == freev)
-                nb_own_store(&s[n++], (g << NBBS_CARVE_ORDER) + j);
+    const uint64_t m0 = ~UINT64_C(0) << (g & 63);
+    uint64_t wi = g >> 6, i = 0;
+    /* nw + 1 visits: the first word's bits below the start come last. */
+    for (; i <= nw && n + CARVE_LEAVES <= max; i++, wi = wi + 1 < nw ? wi + 1 : 0) {
+        uint64_t mask = i == 0 ? m0 : i == nw ? ~m0 : ~UINT64_C(0);
+        NBBS_ATOMIC(uint64_t) *bw = &b->strays[wi];
+        uint64_t v = nb_hole_load(bw) & mask, stale = 0;
+        while (v && n + CARVE_LEAVES <= max) {
+            unsigned bit = (unsigned)__builtin_ctzll(v);
+            v &= v - 1;
+            uint64_t g0 = ((wi << 6) + bit) << NBBS_CARVE_ORDER;
+            NBBS_ATOMIC(uint64_t) *w = carve_word(b, g0);
+            carve_word_t x;
+            x.w = nb_load_u64(w);
+            if (!carve_any_free(x)) {
+                stale |= UINT64_C(1) << bit; /* merged, or every frame live */
+                continue;
+            }
+            bool mine = false;
+            for (unsigned j = 0; j < CARVE_LEAVES; j++)
+                mine |= x.by[j] == freev;
+            if (!mine)
+                continue; /* another order's frames: its bit stays */
+            /* Clear the bit, then read the word again: a frame freed and
+             * marked before the clear is seen by this load. */
+            nb_hole_and(bw, ~(UINT64_C(1) << bit));
+            x.w = nb_load_u64(w);
+            bool other = false;
+            for (unsigned j = CARVE_LEAVES; j-- > 0;) {
+                if (x.by[j] == freev)
+                    nb_own_store(&s[n++], g0 + j);
+                else if ((x.by[j] & (NBBS_IDX_CARVED | NBBS_IDX_CACHED)) == (NBBS_IDX_CARVED | NBBS_IDX_CACHED))
+                    other = true;
+            }
+            if (other)
+                stray_mark(b, g0);
+            if (n + CARVE_LEAVES > max) {
+                g = (wi << 6) + bit;
+                break;
+            }
+        }
+        strays_clear(b, wi, stale);
+        if (n + CARVE_LEAVES > max)
+            break;
     }
-    /* The next harvest goes on from here: successive ones sweep the arena
-     * like a clock hand, so their cost is paid once per sweep. */
-    nb_hint_store(hint, g << NBBS_CARVE_ORDER);
-    *looked = i;
+    if (n + CARVE_LEAVES <= max) {
+        *looked = ng; /* the whole bitmap: nothing more was marked when this pass saw it */
+    } else {
+        /* Stopped at block g: the next harvest goes on from there, so
+         * successive ones sweep the bitmap like a clock hand. (A full
+         * pass leaves the hint alone: it is also the tree's order-0 fill
+         * point, and moving it on past the fill front left holes behind
+         * that later scans went round the arena for.) */
+        *looked = i << 6;
+        nb_hint_store(hint, g << NBBS_CARVE_ORDER);
+    }
     return n;
 }

@@ -27,7 +27,6 @@ typedef union {
 
 #define CARVE_LEAVES (1u << NBBS_CARVE_ORDER)
 #define BYTES_HI UINT64_C(0x8080808080808080)
-#define NBBS_CARVE_HARVEST 4096 /* carved blocks a refill looks at for free frames, at most (32 Ki leaves) */
 
 static inline NBBS_ATOMIC(uint64_t) *carve_word(const nbbs_t *b, uint64_t g0)
 {
@@ -50,6 +49,34 @@ static inline bool can_carve(const nbbs_t *b)
     return b->max_order >= NBBS_CARVE_ORDER && ((uintptr_t)b->index & 7u) == 0;
 }
 
+/* Some byte of x is a free frame (CARVED and CACHED both set). */
+static inline bool carve_any_free(carve_word_t x)
+{
+    return (x.w & (x.w << 1) & BYTES_HI) != 0;
+}
+
+/* The stray bitmap (b->strays): a bit per block of NBBS_CARVE_ORDER, set
+ * when a carved block there is left with free frames that no cache's stack
+ * or ring names (a drain without an owner or with its ring full, a free of
+ * a carved frame through nbbs_free, the halves a take under pressure split
+ * off). A harvest visits only the blocks whose bit is set, clearing each
+ * bit before it reads the block's word. Lossless as the hole bitmap is
+ * (nbbs__hole_mark): the marker made the frame free (a seq_cst CAS on the
+ * word) before its seq_cst load of the bit, and a harvester clears the bit
+ * (seq_cst RMW) before its seq_cst load of the word; so either the marker's
+ * load follows the clear and sets the bit again, or the harvester's load
+ * follows the frame's free and sees it. A stale bit costs one load and one
+ * clear. A heuristic for reuse only: under pressure nbbs__carve_take reads
+ * every carved word, marked or not, so NULL does not depend on it. */
+static inline void stray_mark(const nbbs_t *b, uint64_t g0)
+{
+    uint64_t g = g0 >> NBBS_CARVE_ORDER;
+    NBBS_ATOMIC(uint64_t) *w = &b->strays[g >> 6];
+    uint64_t bit = UINT64_C(1) << (g & 63);
+    if (!(nb_hole_load(w) & bit))
+        nb_hole_or(w, bit);
+}
+
 /* The carved block at g0 goes back to the tree if all its frames are free;
  * returns the frames that went back with it (0: it stays). */
 unsigned nbbs__carve_merge(nbbs_t *b, uint64_t g0);
@@ -57,8 +84,13 @@ unsigned nbbs__carve_merge(nbbs_t *b, uint64_t g0);
 /* Under pressure: a free frame of this order in any carved block, or NULL. */
 void *nbbs__carve_take(nbbs_t *b, unsigned order);
 
-/* Names up to max free frames of this order found in carved blocks in
- * s[0..]; *looked: carved blocks looked at. */
+/* As nbbs__carve_take, in the carved blocks whose stray bit is set only
+ * (one pass over the bitmap; bits of blocks with no free frame cleared). */
+void *nbbs__carve_take_stray(nbbs_t *b, unsigned order);
+
+/* Names up to max free frames of this order found in carved blocks whose
+ * stray bit is set in s[0..]; *looked: carved blocks whose bits it looked
+ * at (all of them when it names fewer than max). */
 uint64_t nbbs__carve_harvest(nbbs_t *b, NBBS_ATOMIC(uint64_t) *s, unsigned order, uint64_t max, uint64_t *looked);
 
 #endif /* NBBS_CARVE_H */

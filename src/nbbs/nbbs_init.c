@@ -57,7 +57,9 @@ bool nbbs__geometry(size_t arena_size, const nbbs_config_t *cfg, nbbs_geom_t *g)
                                    : g->max_order < NBBS_GROUP_ORDER ? g->max_order : NBBS_GROUP_ORDER;
     g->ngroups = g->ntrees << (g->max_order - g->group_order);
     g->hole_bytes = ALIGN_UP((size_t)((g->ngroups + 63) / 64) * sizeof(uint64_t), NBBS_META_ALIGN);
-    g->meta_size = ALIGN_UP(sizeof(struct nbbs), NBBS_META_ALIGN) + g->hint_bytes + g->hole_bytes +
+    g->stray_bytes = ALIGN_UP((size_t)(((g->nleaves >> NBBS_CARVE_ORDER) + 63) / 64) * sizeof(uint64_t),
+                              NBBS_META_ALIGN);
+    g->meta_size = ALIGN_UP(sizeof(struct nbbs), NBBS_META_ALIGN) + g->hint_bytes + g->hole_bytes + g->stray_bytes +
                    ALIGN_UP(g->tree_bytes, NBBS_META_ALIGN) + ALIGN_UP(g->index_bytes, 8);
     return true;
 }
@@ -139,6 +141,10 @@ nbbs_t *nbbs_init(void *meta, size_t meta_size, void *base, size_t arena_size,
     for (uint64_t i = 0; i < g.hole_bytes / sizeof(uint64_t); i++)
         nb_init_store(&b->holes[i], 0);
     p += g.hole_bytes;
+    b->strays = (NBBS_ATOMIC(uint64_t) *)p;
+    for (uint64_t i = 0; i < g.stray_bytes / sizeof(uint64_t); i++)
+        nb_init_store(&b->strays[i], 0);
+    p += g.stray_bytes;
     b->words = p;
     if (g.lpw == 4) {
         NBBS_ATOMIC(uint64_t) *w = (NBBS_ATOMIC(uint64_t) *)p;

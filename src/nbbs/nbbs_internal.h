@@ -102,6 +102,8 @@ struct nbbs {
     NBBS_ATOMIC(uint64_t) *hints; /* NBBS_HINTS cells, NBBS_HINT_STRIDE apart */
     NBBS_ATOMIC(uint64_t) *holes; /* a bit per group: a block smaller than a group was freed in it
                                    * since a scan last found it full (a heuristic, see nbbs__hole_mark) */
+    NBBS_ATOMIC(uint64_t) *strays;/* a bit per block of NBBS_CARVE_ORDER: a carved block there may hold free
+                                   * frames that no cache's stack or ring names (nbbs_carve.h, stray_mark) */
     void                  *words; /* NBBS_ATOMIC(uint8_t)[] (TREE) or (uint64_t)[] (BUNCH) */
     NBBS_ATOMIC(uint8_t)  *index; /* per leaf: order + 1 of the live block starting there, or 0 */
 };
@@ -111,7 +113,7 @@ typedef struct nbbs_geom {
     size_t   min_block;
     unsigned min_shift, max_order, lpw, nrows, nhints, group_order;
     uint64_t nleaves, ntrees, nwords, ngroups;
-    size_t   word_size, hint_bytes, hole_bytes, tree_bytes, index_bytes, meta_size;
+    size_t   word_size, hint_bytes, hole_bytes, stray_bytes, tree_bytes, index_bytes, meta_size;
 } nbbs_geom_t;
 
 /* Fills g; returns false if the configuration is invalid. */
