@@ -88,7 +88,7 @@ typedef struct nbm_class {   /* 32 bytes: indexed with a shift */
     uint32_t shift;      /* size = odd << shift */
     uint32_t inv;        /* inverse of odd mod 2^32: offset check with one multiply */
     uint32_t lim;        /* UINT32_MAX / odd */
-    uint32_t batch;      /* objects carved at a time; half of it: remote frees held back */
+    uint32_t batch;      /* objects carved at a time */
 } nbm_class_t;
 
 NBM_HIDDEN extern nbm_class_t nbm__classes[NBM_NCLASSES];
@@ -193,8 +193,8 @@ _Static_assert(sizeof(nbm_page_t) == NBM_CACHE_LINE, "a page record is one cache
  * Held remote frees (`rhead`): objects of other heaps' pages (any pages,
  * mixed), freed by this thread and not yet pushed, a list linked by word 0
  * and ending in NULL, each tagged freed. Free adds to it while `rroom`
- * allows (objects held + rroom = half a carving batch, once the bin held
- * any; 0 and 0 before); when it is full, its older half is pushed back, and
+ * allows (objects held + rroom = 32 KiB of the class, 2 to 128 objects,
+ * once the bin held any; 0 and 0 before); when it is full, its older half is pushed back, and
  * the thread's slow paths (heartbeat, nbm_thread_flush, exit, purge,
  * recovery) push all of it: grouped by page, one CAS onto each page's remote
  * list (remote.c). The thread's own mallocs of the class take from it first

@@ -9,6 +9,8 @@
  *  - another thread's frees are held back by it: its next malloc of the
  *    class returns one of them, and its nbm_thread_flush (it is still alive,
  *    so no exit flush hides a missing one) lets the owner's pages empty;
+ *  - a thread holds up to 32 KiB of a class (128 objects at most): 120
+ *    objects of another heap freed, then 120 allocated, are the same;
  *  - one thread frees the objects of three other heaps' pages interleaved
  *    and allocates from what it holds: no object handed out twice, none
  *    lost (the pages all go back once every object is freed);
@@ -130,6 +132,44 @@ static void test_held_remote(void)
     pthread_join(t, NULL);
     CHECK_EQ(held_reused, 1);
     CHECK(s1.chunks + 4 <= s0.chunks);
+}
+
+/* A thread holds up to 32 KiB of a class it freed from other heaps' pages
+ * (at most 128 objects): 120 objects of 64 B freed, then 120 allocated, are
+ * the same 120 (a bin holding half a carving batch, 32, pushed the older
+ * ones back to their owner). */
+#define HELD_MANY 120
+static void *held_many_objs[HELD_MANY];
+static int held_many_reused;
+
+static void *free_then_take(void *arg)
+{
+    (void)arg;
+    void *q[HELD_MANY];
+    for (int i = 0; i < HELD_MANY; i++)
+        nbm_free(held_many_objs[i]);
+    for (int i = 0; i < HELD_MANY; i++)
+        q[i] = nbm_malloc(64);
+    for (int i = 0; i < HELD_MANY; i++)
+        for (int k = 0; k < HELD_MANY; k++)
+            held_many_reused += q[i] == held_many_objs[k];
+    for (int i = 0; i < HELD_MANY; i++)
+        nbm_free(q[i]);
+    nbm_thread_flush();
+    return NULL;
+}
+
+static void test_held_many(void)
+{
+    for (int i = 0; i < HELD_MANY; i++) {
+        held_many_objs[i] = nbm_malloc(64);
+        CHECK(held_many_objs[i] != NULL);
+    }
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, free_then_take, NULL) == 0);
+    pthread_join(t, NULL);
+    CHECK_EQ(held_many_reused, HELD_MANY);
+    nbm_thread_flush();
 }
 
 static void test_remote_page_reuse(void)
@@ -482,6 +522,7 @@ int main(int argc, char **argv)
     test_colour();
     test_remote_page_reuse();
     test_held_remote();
+    test_held_many();
     test_held_mixed();
     test_prodcons(2);
     TEST_MAIN_END();
