@@ -194,9 +194,10 @@ _Static_assert(sizeof(nbm_page_t) == NBM_CACHE_LINE, "a page record is one cache
  * mixed), freed by this thread and not yet pushed, a list linked by word 0
  * and ending in NULL, each tagged freed. Free adds to it while `rroom`
  * allows (objects held + rroom = 32 KiB of the class, 2 to 128 objects,
- * once the bin held any; 0 and 0 before); when it is full, its older half is pushed back, and
- * the thread's slow paths (heartbeat, nbm_thread_flush, exit, purge,
- * recovery) push all of it: grouped by page, one CAS onto each page's remote
+ * once the bin held any; 0 and 0 before); when it is full, its older half is pushed back, the
+ * heartbeat pushes what was held at the previous heartbeat already, and
+ * the thread's other slow paths (nbm_thread_flush, exit, purge, recovery)
+ * push all of it: grouped by page, one CAS onto each page's remote
  * list (remote.c). The thread's own mallocs of the class take from it first
  * (rroom grows by one): to their pages those objects never stopped being in
  * use, so handing one out again changes nothing there, and their lines are
@@ -238,11 +239,12 @@ typedef struct nbm_binx {
     struct nbm_page *pages; /* every page the heap owns in this class */
     uint32_t npages;      /* pages on `pages` */
     uint32_t fresh;       /* pages taken since the last sweep of `pages` */
+    void    *rmark;       /* the bin's rhead at the last heartbeat (remote.c) */
 } nbm_binx_t;
 
 /* Every NBM_HEARTBEAT-th malloc on the fast path (a countdown there: a
  * decrement of memory and a branch) goes to the slow path, which pushes the
- * held remote frees and runs the spare decay: so even a program that only
+ * held remote frees unused since the last one and runs the spare decay: so even a program that only
  * ever mallocs and frees on the fast paths gives its empty pages back. */
 #define NBM_HEARTBEAT 4096
 
@@ -564,6 +566,9 @@ NBM_HIDDEN void *nbm__small_refill(size_t n);
  * held. */
 NBM_HIDDEN void  nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, void **o);
 NBM_HIDDEN void  nbm__remote_flush(nbm_tcache_t *tc); /* every held object pushed */
+/* The heartbeat's: the held objects that were held at the last heartbeat
+ * already pushed, the others kept. */
+NBM_HIDDEN void  nbm__remote_age(nbm_tcache_t *tc);
 /* free of a small object (checked and tagged) on a page other than its bin's
  * current one: held back for another heap's page, or onto this heap's page. */
 NBM_HIDDEN void  nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o, uint32_t w);

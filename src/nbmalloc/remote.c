@@ -3,12 +3,12 @@
  * holds them in a list per class (the bin's rhead, linked by word 0), from
  * any pages of any other heaps, and its own mallocs of the class take from
  * it first. When the list is full (32 KiB of the class, 2 to 128 objects)
- * its older half is
- * pushed back, and at the heartbeat, nbm_thread_flush, thread exit,
- * nbm_purge and recovery all of it: grouped by page, one CAS onto each
- * page's remote list per group. A held object still counts as in use on its
- * page, so the page cannot be emptied meanwhile; holding adds no shared
- * word (docs/nbmalloc.md).
+ * its older half is pushed back; at the heartbeat, what was held at the
+ * last heartbeat already (held a whole interval and not reused), and at
+ * nbm_thread_flush, thread exit, nbm_purge and recovery all of it: grouped
+ * by page, one CAS onto each page's remote list per group. A held object
+ * still counts as in use on its page, so the page cannot be emptied
+ * meanwhile; holding adds no shared word (docs/nbmalloc.md).
  */
 #include "internal.h"
 
@@ -82,10 +82,42 @@ void nbm__remote_flush(nbm_tcache_t *tc)
 {
     for (unsigned c = 0; c < NBM_NCLASSES; c++) {
         nbm_bin_t *bin = &tc->bins[c];
+        tc->binx[c].rmark = NULL;
         if (bin->rhead) {
             push_grouped(c, bin->rhead);
             bin->rhead = NULL;
             bin->rroom = held_max(tc, bin);
         }
+    }
+}
+
+/* The list grows and shrinks at its head, and a full list is cut below its
+ * newer half: while the object that headed it at the last heartbeat (the
+ * mark) is still on it, that object and those below it were all on it then
+ * (a mark that a malloc took and a free brought back heads newer objects
+ * too: those go back early, which is only what a flush does). A mark not on
+ * the list was taken by a malloc or pushed with an older half, and so was
+ * everything below it: nothing held now was held then. The list is at most
+ * 128 objects this thread freed. */
+void nbm__remote_age(nbm_tcache_t *tc)
+{
+    for (unsigned c = 0; c < NBM_NCLASSES; c++) {
+        nbm_bin_t *bin = &tc->bins[c];
+        nbm_binx_t *x = &tc->binx[c];
+        void **mark = x->rmark, **o = bin->rhead, **prev = NULL;
+        uint32_t kept = 0;
+        if (mark) {
+            for (; o && o != mark; prev = o, o = o[0])
+                kept++;
+            if (o) { /* o and below: held a whole heartbeat, unused */
+                if (prev)
+                    prev[0] = NULL;
+                else
+                    bin->rhead = NULL;
+                push_grouped(c, o);
+                bin->rroom = held_max(tc, bin) - kept;
+            }
+        }
+        x->rmark = bin->rhead;
     }
 }
