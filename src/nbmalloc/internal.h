@@ -244,8 +244,9 @@ typedef struct nbm_binx {
 
 /* Every NBM_HEARTBEAT-th malloc on the fast path (a countdown there: a
  * decrement of memory and a branch) goes to the slow path, which pushes the
- * held remote frees unused since the last one and runs the spare decay: so even a program that only
- * ever mallocs and frees on the fast paths gives its empty pages back. */
+ * held remote frees unused since the last one and runs the spare decay: so
+ * even a program that only ever mallocs and frees on the fast paths gives
+ * its empty pages back. */
 #define NBM_HEARTBEAT 4096
 
 #define NBM_DESC_STASH 64
