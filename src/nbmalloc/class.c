@@ -86,8 +86,6 @@ void nbm__classes_init(void)
         k->batch = batch < 4 ? 4 : batch > 64 ? 64 : batch;
         k->shift = (uint32_t)__builtin_ctz(s);
         k->cap = chunk / s;
-        if (k->cap >> (32 - NBM_UNIT_CARVED_SHIFT))
-            nbm__fatal("internal error: a page's carved count beyond its unit word, size", (void *)(uintptr_t)s);
         uint32_t odd = s >> k->shift;
         k->inv = inverse(odd);
         k->lim = UINT32_MAX / odd;

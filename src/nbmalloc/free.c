@@ -23,28 +23,8 @@ void nbm__free_bad(const char *what, const void *p)
     nbm__fatal(what, p);
 }
 
-/* Another heap's object: held by this thread, whatever the page, while
- * there is room (remote.c). */
-static inline void hold_remote(nbm_tcache_t *tc, nbm_bin_t *bin, void **o)
-{
-    if (NBM_LIKELY(bin->rroom != 0)) {
-        o[0] = bin->rhead;
-        bin->rhead = o;
-        bin->rroom--;
-        return;
-    }
-    nbm__remote_hold(tc, bin, o);
-}
-
 void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o, uint32_t w)
 {
-    /* The unit word's owner tag, in hand: another tag is another heap's
-     * page, told with no look at the page record (a line its owner and
-     * other freeing threads write). */
-    if (NBM_LIKELY((w & NBM_UNIT_TAG_MASK) != nbm__heap_tag((uintptr_t)tc))) {
-        hold_remote(tc, bin, o);
-        return;
-    }
     /* Relaxed: only this thread makes a page ours (or stops it being
      * ours); another heap's value is never ours. */
     if (nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc) {
@@ -66,7 +46,15 @@ void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o,
         }
         return;
     }
-    hold_remote(tc, bin, o); /* a heap whose tag is ours */
+    /* Another heap's page: held by this thread, whatever the page, while
+     * there is room (remote.c). */
+    if (NBM_LIKELY(bin->rroom != 0)) {
+        o[0] = bin->rhead;
+        bin->rhead = o;
+        bin->rroom--;
+        return;
+    }
+    nbm__remote_hold(tc, bin, o);
 }
 
 void nbm__free_generic(void *p)

@@ -303,7 +303,7 @@ typedef struct nbm_arena {
     nbbs_t   *bb;
     uint32_t  index;
     unsigned  max_order; /* largest block this arena can hand out */
-    _Atomic uint32_t unit[NBM_UNITS];      /* class + 1 | owner tag << 8 | objects carved << 18 */
+    _Atomic uint32_t unit[NBM_UNITS];      /* class + 1 | objects carved << 8 */
     _Atomic uint8_t page_order[NBM_PAGES]; /* order + 1 of a medium block here (| 0x80: freed, cached) */
     _Atomic uint32_t retired;              /* NBM_ARENA_* below; 0 = in use */
     /* At the first unit of a medium block of NBM_MOVE_ORDER and up (live,
@@ -321,13 +321,7 @@ typedef struct nbm_arena {
 #define NBM_ARENA_RETIRED  1u /* emptied and unmapped, can be revived */
 #define NBM_ARENA_REVIVING 2u
 #define NBM_ARENA_GONE     3u /* its slot went to another mapping (revived when free again) */
-/* A small page's unit words: the class byte, the owner tag (a hash of the
- * owning heap's address, nbm__heap_tag) in bits 8-17, and the count of
- * objects carved from bit 18 (a class's cap is below 2^14: class.c). */
-#define NBM_UNIT_TAG_SHIFT    8
-#define NBM_UNIT_TAG_BITS     10
-#define NBM_UNIT_TAG_MASK     (((1u << NBM_UNIT_TAG_BITS) - 1) << NBM_UNIT_TAG_SHIFT)
-#define NBM_UNIT_CARVED_SHIFT (NBM_UNIT_TAG_SHIFT + NBM_UNIT_TAG_BITS)
+#define NBM_UNIT_CARVED_SHIFT 8
 #define NBM_PAGE_FREED 0x80u
 
 NBM_HIDDEN extern _Atomic uintptr_t nbm__map[NBM_MAP_SIZE];
@@ -337,17 +331,6 @@ NBM_HIDDEN extern _Atomic uintptr_t nbm__map[NBM_MAP_SIZE];
 static inline uint32_t nbm__unit_word(nbm_arena_t *ar, uintptr_t a)
 {
     return nbm_load_u32_relaxed(&ar->unit[(a >> NBM_UNIT_SHIFT) & (NBM_UNITS - 1)]);
-}
-
-/* The owner tag of a heap (its record's address, the page's `heap` word) in
- * place in a unit word: a free whose unit word carries another tag is
- * remote without a look at the page record (free.c); equal tags (the same
- * heap, or rarely another) are told apart by the record's owner word. The
- * address bits 6-15: heap records are cache-line aligned, and the 16 of a
- * pool chunk (about 2.8 KiB apart) differ there; two instructions. */
-static inline uint32_t nbm__heap_tag(uintptr_t heap)
-{
-    return ((uint32_t)heap << (NBM_UNIT_TAG_SHIFT - 6)) & NBM_UNIT_TAG_MASK;
 }
 
 /* Owner entry of an address; 0 for an address outside user space. */

@@ -47,9 +47,8 @@ nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t *hint, void *bl
     nbm_store_uptr_relaxed(&pg->heap, heap);
     /* Relaxed: see above (a stale word of an earlier page here belongs to
      * a pointer nobody may free: the earlier page was empty). */
-    uint32_t w = (cls + 1) | nbm__heap_tag(heap); /* nothing carved yet */
     for (size_t u = 0; u < c->chunk >> NBM_UNIT_SHIFT; u++)
-        nbm_store_u32_relaxed(&ar->unit[u0 + u], w);
+        nbm_store_u32_relaxed(&ar->unit[u0 + u], cls + 1); /* nothing carved yet */
     nbm_stat_add(&nbm__gstats.chunks, 1);
     nbm_stat_add(&nbm__gstats.chunk_bytes, c->chunk);
     return pg;
@@ -70,17 +69,9 @@ nbm_page_t *nbm__page_revive(void *block, unsigned cls, uintptr_t heap)
     pg->avail = 0;
     pg->next = pg->prev = pg->anext = pg->aprev = NULL;
     /* No remote free can be under way (nothing of it was in use), so the
-     * remote list is empty; the owner word and tag reach other threads with
-     * the objects (see nbm__page_new). The block may have been another
-     * heap's page (an exited thread's spare, from the medium cache): the
-     * units take this heap's tag. */
+     * remote list is empty; the owner word reaches other threads with the
+     * objects (see nbm__page_new). */
     nbm_store_uptr_relaxed(&pg->heap, heap);
-    uint32_t tag = nbm__heap_tag(heap);
-    if ((w & NBM_UNIT_TAG_MASK) != tag) {
-        w = (w & ~NBM_UNIT_TAG_MASK) | tag;
-        for (size_t u = 0; u < nbm__classes[cls].chunk >> NBM_UNIT_SHIFT; u++)
-            nbm_store_u32_relaxed(&ar->unit[u0 + u], w);
-    }
     nbm_stat_add(&nbm__gstats.chunks, 1);
     nbm_stat_add(&nbm__gstats.chunk_bytes, nbm__classes[cls].chunk);
     return pg;
