@@ -193,7 +193,7 @@ _Static_assert(sizeof(nbm_page_t) == NBM_CACHE_LINE, "a page record is one cache
  * Held remote frees (`rhead`): objects of other heaps' pages (any pages,
  * mixed), freed by this thread and not yet pushed, a list linked by word 0
  * and ending in NULL, each tagged freed. Free adds to it while `rroom`
- * allows (objects held + rroom = 32 KiB of the class, 2 to 128 objects,
+ * allows (objects held + rroom = 16 KiB of the class, 2 to 128 objects,
  * once the bin held any; 0 and 0 before); when it is full, its older half is pushed back, the
  * heartbeat pushes what was held at the previous heartbeat already, and
  * the thread's other slow paths (nbm_thread_flush, exit, purge, recovery)

@@ -2,7 +2,7 @@
  * remote.c - frees of objects on other heaps' pages. The freeing thread
  * holds them in a list per class (the bin's rhead, linked by word 0), from
  * any pages of any other heaps, and its own mallocs of the class take from
- * it first. When the list is full (32 KiB of the class, 2 to 128 objects)
+ * it first. When the list is full (16 KiB of the class, 2 to 128 objects)
  * its older half is pushed back; at the heartbeat, what was held at the
  * last heartbeat already (held a whole interval and not reused), and at
  * nbm_thread_flush, thread exit, nbm_purge and recovery all of it: grouped
@@ -13,12 +13,11 @@
 #include "internal.h"
 
 /* Bytes of a class a bin holds at most (NBM_HELD_MAX objects at most, 2 at
- * least). Half a carving batch (8 KiB, at most 32 objects) sent back 57
- * objects per 1000 frees in remote-free at 2 threads, 114-284 in prodcons
- * (uniform sizes to 1 KiB: a class of 1 KiB gets about 8 of remote-free's
- * batches of 64, as many as the bin held, so every second batch
- * overflowed); 32 KiB sends 33 and 29-126. */
-#define NBM_HELD_BYTES 32768u
+ * least). Half a carving batch (8 KiB, at most 32 objects) overflowed on
+ * every second batch of remote-free (uniform sizes to 1 KiB: a class of
+ * 1 KiB gets about 8 objects of a batch of 64, as many as it held); 32 KiB
+ * sent back fewer still but ran slower at 2 threads (docs/nbmalloc.md). */
+#define NBM_HELD_BYTES 16384u
 #define NBM_HELD_MAX   128u
 
 static uint32_t held_max(nbm_tcache_t *tc, nbm_bin_t *bin)

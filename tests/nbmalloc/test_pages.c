@@ -9,7 +9,7 @@
  *  - another thread's frees are held back by it: its next malloc of the
  *    class returns one of them, and its nbm_thread_flush (it is still alive,
  *    so no exit flush hides a missing one) lets the owner's pages empty;
- *  - a thread holds up to 32 KiB of a class (128 objects at most): 120
+ *  - a thread holds up to 16 KiB of a class (128 objects at most): 120
  *    objects of another heap freed, then 120 allocated, are the same;
  *  - the heartbeat pushes back only what was held at the previous one:
  *    objects freed before one heartbeat are reused after it, and gone after
@@ -137,7 +137,7 @@ static void test_held_remote(void)
     CHECK(s1.chunks + 4 <= s0.chunks);
 }
 
-/* A thread holds up to 32 KiB of a class it freed from other heaps' pages
+/* A thread holds up to 16 KiB of a class it freed from other heaps' pages
  * (at most 128 objects): 120 objects of 64 B freed, then 120 allocated, are
  * the same 120 (a bin holding half a carving batch, 32, pushed the older
  * ones back to their owner). */
