@@ -550,9 +550,6 @@ NBM_HIDDEN void *nbm__small_refill(size_t n);
  * held. */
 NBM_HIDDEN void  nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, void **o);
 NBM_HIDDEN void  nbm__remote_flush(nbm_tcache_t *tc); /* every held object pushed */
-/* The heartbeat's: the held objects that were held at the last heartbeat
- * already pushed, the others kept. */
-NBM_HIDDEN void  nbm__remote_age(nbm_tcache_t *tc);
 /* free of a small object (checked and tagged) on a page other than its bin's
  * current one: held back for another heap's page, or onto this heap's page. */
 NBM_HIDDEN void  nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o, uint32_t w);
@@ -574,6 +571,9 @@ NBM_HIDDEN void  nbm__desc_flush(nbm_tcache_t *tc);
  * too. True if anything was given back. */
 NBM_HIDDEN bool  nbm__heaps_collect(bool medium);
 NBM_HIDDEN bool  nbm__recover(void);                  /* after ENOMEM: true if anything was freed */
+/* The heartbeat's push of held remote frees (remote.c): those that were
+ * held at the last heartbeat already, the others kept. */
+NBM_HIDDEN void  nbm__remote_age(nbm_tcache_t *tc);
 
 /* --- spare pages (spare.c): a heap's empty pages, kept for its next pages ------- */
 /* An empty page (unmade, unit words kept) to the spares; a page of
