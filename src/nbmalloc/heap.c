@@ -4,7 +4,7 @@
  *
  * The fast paths (internal.h) pop and push the current page's list in the
  * bin, or the held remote frees. Every NBM_HEARTBEAT-th fast malloc comes
- * here for the heartbeat (held remote frees pushed, spare decay). When the
+ * here for the heartbeat (held remote frees aged, spare decay). When the
  * bin's list is empty (refill):
  *   1. the current page's remote frees (one exchange);
  *   2. the current page's uncarved tail (a batch at a time: lazy carving
@@ -411,7 +411,7 @@ void *nbm__small_alloc_generic(unsigned cls)
         tc->tick = tc->tick > 16 ? tc->tick - 16 : 0;
     if (NBM_UNLIKELY(tc->tick == 0)) { /* the fast path's countdown ran out */
         tc->tick = NBM_HEARTBEAT;
-        nbm__remote_flush(tc);
+        nbm__remote_age(tc);
         nbm__heap_decay(tc);
         abandoned_decay(tc);
         if (cls >= NBM_NSMALL)

@@ -88,7 +88,7 @@ typedef struct nbm_class {   /* 32 bytes: indexed with a shift */
     uint32_t shift;      /* size = odd << shift */
     uint32_t inv;        /* inverse of odd mod 2^32: offset check with one multiply */
     uint32_t lim;        /* UINT32_MAX / odd */
-    uint32_t batch;      /* objects carved at a time; half of it: remote frees held back */
+    uint32_t batch;      /* objects carved at a time */
 } nbm_class_t;
 
 NBM_HIDDEN extern nbm_class_t nbm__classes[NBM_NCLASSES];
@@ -198,10 +198,11 @@ _Static_assert(sizeof(nbm_page_t) == NBM_CACHE_LINE, "a page record is one cache
  * Held remote frees (`rhead`): objects of other heaps' pages (any pages,
  * mixed), freed by this thread and not yet pushed, a list linked by word 0
  * and ending in NULL, each tagged freed. Free adds to it while `rroom`
- * allows (objects held + rroom = half a carving batch, once the bin held
- * any; 0 and 0 before); when it is full, its older half is pushed back, and
- * the thread's slow paths (heartbeat, nbm_thread_flush, exit, purge,
- * recovery) push all of it: grouped by page, one CAS onto each page's remote
+ * allows (objects held + rroom = 16 KiB of the class, 2 to 128 objects,
+ * once the bin held any; 0 and 0 before); when it is full, its older half is pushed back, the
+ * heartbeat pushes what was held at the previous heartbeat already, and
+ * the thread's other slow paths (nbm_thread_flush, exit, purge, recovery)
+ * push all of it: grouped by page, one CAS onto each page's remote
  * list (remote.c). The thread's own mallocs of the class take from it first
  * (rroom grows by one): to their pages those objects never stopped being in
  * use, so handing one out again changes nothing there, and their lines are
@@ -247,12 +248,14 @@ typedef struct nbm_binx {
     struct nbm_page *pages; /* every page the heap owns in this class */
     uint32_t npages;      /* pages on `pages` */
     uint32_t fresh;       /* pages taken since the last sweep of `pages` */
+    void    *rmark;       /* the bin's rhead at the last heartbeat (remote.c) */
 } nbm_binx_t;
 
 /* Every NBM_HEARTBEAT-th malloc on the fast path (a countdown there: a
  * decrement of memory and a branch) goes to the slow path, which pushes the
- * held remote frees and runs the spare decay: so even a program that only
- * ever mallocs and frees on the fast paths gives its empty pages back. */
+ * held remote frees unused since the last one and runs the spare decay: so
+ * even a program that only ever mallocs and frees on the fast paths gives
+ * its empty pages back. */
 #define NBM_HEARTBEAT 4096
 
 #define NBM_DESC_STASH 64
@@ -590,6 +593,9 @@ NBM_HIDDEN void  nbm__desc_flush(nbm_tcache_t *tc);
  * too. True if anything was given back. */
 NBM_HIDDEN bool  nbm__heaps_collect(bool medium);
 NBM_HIDDEN bool  nbm__recover(void);                  /* after ENOMEM: true if anything was freed */
+/* The heartbeat's push of held remote frees (remote.c): those that were
+ * held at the last heartbeat already, the others kept. */
+NBM_HIDDEN void  nbm__remote_age(nbm_tcache_t *tc);
 
 /* --- spare pages (spare.c): a heap's empty pages, kept for its next pages ------- */
 /* An empty page (unmade, unit words kept) to the spares; a page of

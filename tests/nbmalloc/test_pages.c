@@ -9,6 +9,11 @@
  *  - another thread's frees are held back by it: its next malloc of the
  *    class returns one of them, and its nbm_thread_flush (it is still alive,
  *    so no exit flush hides a missing one) lets the owner's pages empty;
+ *  - a thread holds up to 16 KiB of a class (128 objects at most): 120
+ *    objects of another heap freed, then 120 allocated, are the same;
+ *  - the heartbeat pushes back only what was held at the previous one:
+ *    objects freed before one heartbeat are reused after it, and gone after
+ *    two;
  *  - one thread frees the objects of three other heaps' pages interleaved
  *    and allocates from what it holds: no object handed out twice, none
  *    lost (the pages all go back once every object is freed);
@@ -133,6 +138,114 @@ static void test_held_remote(void)
     pthread_join(t, NULL);
     CHECK_EQ(held_reused, 1);
     CHECK(s1.chunks + 4 <= s0.chunks);
+}
+
+/* A thread holds up to 16 KiB of a class it freed from other heaps' pages
+ * (at most 128 objects): 120 objects of 64 B freed, then 120 allocated, are
+ * the same 120 (a bin holding half a carving batch, 32, pushed the older
+ * ones back to their owner). */
+#define HELD_MANY 120
+static void *held_many_objs[HELD_MANY];
+static int held_many_reused;
+
+static void *free_then_take(void *arg)
+{
+    (void)arg;
+    void *q[HELD_MANY];
+    for (int i = 0; i < HELD_MANY; i++)
+        nbm_free(held_many_objs[i]);
+    for (int i = 0; i < HELD_MANY; i++)
+        q[i] = nbm_malloc(64);
+    for (int i = 0; i < HELD_MANY; i++)
+        for (int k = 0; k < HELD_MANY; k++)
+            held_many_reused += q[i] == held_many_objs[k];
+    for (int i = 0; i < HELD_MANY; i++)
+        nbm_free(q[i]);
+    nbm_thread_flush();
+    return NULL;
+}
+
+static void test_held_many(void)
+{
+    for (int i = 0; i < HELD_MANY; i++) {
+        held_many_objs[i] = nbm_malloc(64);
+        CHECK(held_many_objs[i] != NULL);
+    }
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, free_then_take, NULL) == 0);
+    pthread_join(t, NULL);
+    CHECK_EQ(held_many_reused, HELD_MANY);
+    nbm_thread_flush();
+}
+
+/* The heartbeat (every 4096th malloc) pushes back what was held at the last
+ * heartbeat already: 20 objects freed just before one are still held after
+ * it (a malloc of their class returns them), and 20 freed then are gone
+ * after two (held, they would come back). */
+#define BEAT_N    20
+#define BEAT_FILL 4100 /* mallocs of another class: one heartbeat */
+static void *beat_objs[2][BEAT_N];
+static int beat_kept, beat_left;
+
+static int beat_count(void **q, void **objs)
+{
+    int n = 0;
+    for (int i = 0; i < BEAT_N; i++)
+        for (int k = 0; k < BEAT_N; k++)
+            n += q[i] == objs[k];
+    return n;
+}
+
+static void beat_fill(void **fill, int rounds)
+{
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < BEAT_FILL; i++)
+            fill[i] = nbm_malloc(32);
+        for (int i = 0; i < BEAT_FILL; i++)
+            nbm_free(fill[i]);
+    }
+}
+
+static void *beat_thread(void *arg)
+{
+    void **fill = arg, *q[BEAT_N];
+    for (int i = 0; i < BEAT_N; i++)
+        nbm_free(beat_objs[0][i]);
+    beat_fill(fill, 1);
+    for (int i = 0; i < BEAT_N; i++)
+        q[i] = nbm_malloc(64);
+    beat_kept = beat_count(q, beat_objs[0]);
+    for (int i = 0; i < BEAT_N; i++)
+        nbm_free(q[i]);
+    for (int i = 0; i < BEAT_N; i++)
+        nbm_free(beat_objs[1][i]);
+    beat_fill(fill, 2);
+    for (int i = 0; i < BEAT_N; i++)
+        q[i] = nbm_malloc(64);
+    beat_left = beat_count(q, beat_objs[1]);
+    for (int i = 0; i < BEAT_N; i++)
+        nbm_free(q[i]);
+    nbm_thread_flush();
+    return NULL;
+}
+
+static void test_held_heartbeat(void)
+{
+    for (int i = 0; i < 2 * BEAT_N; i++) {
+        beat_objs[i / BEAT_N][i % BEAT_N] = nbm_malloc(64);
+        CHECK(beat_objs[i / BEAT_N][i % BEAT_N] != NULL);
+    }
+    void **fill = malloc(BEAT_FILL * sizeof *fill);
+    CHECK(fill != NULL);
+    if (!fill)
+        return;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, beat_thread, fill) == 0);
+    pthread_join(t, NULL);
+    free(fill);
+    CHECK_EQ(beat_kept, BEAT_N);
+    CHECK_EQ(beat_left, 0);
+    nbm_thread_flush();
 }
 
 static void test_remote_page_reuse(void)
@@ -562,6 +675,8 @@ int main(int argc, char **argv)
     test_colour();
     test_remote_page_reuse();
     test_held_remote();
+    test_held_many();
+    test_held_heartbeat();
     test_held_mixed();
     test_prodcons(2);
     TEST_MAIN_END();
