@@ -2,11 +2,10 @@
  * heap.c - per-thread heaps: the bins' slow paths, thread start and exit,
  * adoption of abandoned heaps, collection and recovery.
  *
- * The fast paths (fast.h) pop and push the current page's list in the
- * bin. Every NBM_HEARTBEAT-th fast malloc comes
+ * The fast paths (internal.h) pop and push the current page's list in the
+ * bin, or the held remote frees. Every NBM_HEARTBEAT-th fast malloc comes
  * here for the heartbeat (held remote frees aged, spare decay). When the
- * bin's list is empty, the held remote frees go first, one a malloc
- * (nbm__small_refill); when there are none (refill):
+ * bin's list is empty (refill):
  *   1. the current page's remote frees (one exchange);
  *   2. the current page's uncarved tail (a batch at a time: lazy carving
  *      keeps untouched memory free of RSS);
@@ -389,14 +388,10 @@ static NBM_NOINLINE void *refill_pop(size_t n, nbm_bin_t *bin)
 }
 
 /* The bin malloc's fast path found empty (its class is the bin's place in
- * the heap: nothing recomputed): the objects of other heaps this thread
- * freed and holds go first (remote.c), one a call, before anything of the
- * bin's own pages is taken. Calls nothing but by tail calls, so it saves
- * no register. */
+ * the heap: nothing recomputed). Calls nothing but by tail calls, so it
+ * saves no register. */
 void *nbm__small_refill(size_t n, nbm_bin_t *bin)
 {
-    if (bin->rhead)
-        return nbm__bin_pop_held(bin);
     if (!switch_page(bin))
         return refill_pop(n, bin);
     return nbm__bin_pop(bin);
@@ -423,13 +418,11 @@ void *nbm__small_alloc_generic(unsigned cls)
             nbm__medium_tick(nbm__os_now_ns());
     }
     nbm_bin_t *bin = &tc->bins[cls];
-    if (cls < NBM_NSMALL && bin->head) /* as in nbm__malloc_fast: the bin's list, */
-        return nbm__bin_pop(bin);
-    if (bin->rhead) /* then the held remote frees, as in nbm__small_refill */
+    if (bin->rhead) /* held remote frees first, as in nbm__malloc_fast */
         return nbm__bin_pop_held(bin);
     if (cls >= NBM_NSMALL)
         return nbm__large_alloc(tc, cls);
-    if (!refill(tc, cls))
+    if (!bin->head && !refill(tc, cls))
         return NULL;
     return nbm__bin_pop(bin);
 }

@@ -2,12 +2,11 @@
  * remote.c - frees of objects on other heaps' pages. The freeing thread
  * holds them in a list per class (the bin's rhead, linked by word 0), from
  * any pages of any other heaps, and its own mallocs of the class take from
- * it when the bin's list is empty, before any page of the bin. When the
- * list is full (16 KiB of the class, 2 to 128 objects) its older half is
- * pushed back; at the heartbeat, what was held at the last heartbeat
- * already (held a whole interval and not reused), and at nbm_thread_flush,
- * thread exit, nbm_purge and recovery all of it: grouped by page, one CAS
- * onto each page's remote list per group. A held object
+ * it first. When the list is full (16 KiB of the class, 2 to 128 objects)
+ * its older half is pushed back; at the heartbeat, what was held at the
+ * last heartbeat already (held a whole interval and not reused), and at
+ * nbm_thread_flush, thread exit, nbm_purge and recovery all of it: grouped
+ * by page, one CAS onto each page's remote list per group. A held object
  * still counts as in use on its page, so the page cannot be emptied
  * meanwhile; holding adds no shared word (docs/nbmalloc.md).
  */

@@ -11,8 +11,6 @@
  *    so no exit flush hides a missing one) lets the owner's pages empty;
  *  - a thread holds up to 16 KiB of a class (128 objects at most): 120
  *    objects of another heap freed, then 120 allocated, are the same;
- *  - the held frees wait while the bin's own list has objects: an object
- *    the thread just freed of its own current page comes first;
  *  - the heartbeat pushes back only what was held at the previous one:
  *    objects freed before one heartbeat are reused after it, and gone after
  *    two;
@@ -177,47 +175,6 @@ static void test_held_many(void)
     CHECK(pthread_create(&t, NULL, free_then_take, NULL) == 0);
     pthread_join(t, NULL);
     CHECK_EQ(held_many_reused, HELD_MANY);
-    nbm_thread_flush();
-}
-
-/* The held frees wait while the bin's own list has objects: a thread frees
- * 4 objects of another heap (held), then one of its own, just allocated
- * (onto its bin's list, its current page); its next malloc of the class
- * returns its own object, not the last held one (malloc's fast path tests
- * the bin's list alone; the refill takes the held ones first). */
-#define OWN_N 4
-static void *own_objs[OWN_N];
-static void *own_first, *own_mine;
-
-static void *own_then_held(void *arg)
-{
-    (void)arg;
-    void *q[OWN_N];
-    own_mine = nbm_malloc(64);
-    for (int i = 0; i < OWN_N; i++)
-        nbm_free(own_objs[i]);
-    nbm_free(own_mine);
-    own_first = nbm_malloc(64);
-    for (int i = 0; i < OWN_N; i++)
-        q[i] = nbm_malloc(64);
-    nbm_free(own_first);
-    for (int i = 0; i < OWN_N; i++)
-        nbm_free(q[i]);
-    nbm_thread_flush();
-    return NULL;
-}
-
-static void test_held_after_own(void)
-{
-    for (int i = 0; i < OWN_N; i++) {
-        own_objs[i] = nbm_malloc(64);
-        CHECK(own_objs[i] != NULL);
-    }
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, own_then_held, NULL) == 0);
-    pthread_join(t, NULL);
-    CHECK(own_mine != NULL);
-    CHECK(own_first == own_mine);
     nbm_thread_flush();
 }
 
@@ -720,7 +677,6 @@ int main(int argc, char **argv)
     test_held_remote();
     test_held_many();
     test_held_heartbeat();
-    test_held_after_own();
     test_held_mixed();
     test_prodcons(2);
     TEST_MAIN_END();
