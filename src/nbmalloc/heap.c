@@ -10,7 +10,8 @@
  *   2. the current page's uncarved tail (a batch at a time: lazy carving
  *      keeps untouched memory free of RSS);
  *   3. another page of the heap with free objects (the bin's avail list,
- *      kept by the owner's frees: the page that waited longest; malloc's
+ *      which a page joins when a switch leaves it, full, or at its owner's
+ *      next free if it was taken off full: the page that waited longest; malloc's
  *      fast path tries 1 and 2 as a look and this switch with no call,
  *      switch_page, before the rest);
  *   4. when pages were taken since the last sweep for a quarter of those
@@ -166,11 +167,11 @@ void nbm__heap_decay(nbm_tcache_t *tc)
         kept_decay(tc);
 }
 
-/* The owner's free that gave a non-current page its first free object or
- * emptied it (nbm__free_fast): a full page's first free (as often as pages
- * are switched to under random frees: leak, 22 % of mallocs) joins the bin's
- * avail list, bin in hand; an emptied page goes to the heap's spares (a
- * large class's to its kept page). */
+/* The owner's free to a non-current page off the avail list, or that
+ * emptied a page (nbm__free_fast): the page joins the bin's avail list, bin
+ * in hand (leak: 8 % of frees, from 22 % when a page joined at its first
+ * free, not when a switch left it); an emptied page goes to the heap's
+ * spares (a large class's to its kept page). */
 void nbm__page_refreed(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
 {
     if (pg->used == 0) {
@@ -304,13 +305,19 @@ nbm_page_t *nbm__heap_page_new(nbm_tcache_t *tc, nbm_bin_t *bin, unsigned cls)
  * objects. The bin's list is empty, so the current page (if any) is
  * exhausted: its record's list was emptied when it became current and the
  * owner's frees to it came to the bin since, so nothing goes back to it
- * (make_current's retire, without the walk and stores). */
+ * (make_current's retire, without the walk and stores). It joins the avail
+ * list's end now, full: by the time it is first again it has, under random
+ * frees, gathered some, and its first free is no edge for free's fast path
+ * (which tests the page's avail flag: a page taken off the list full, by
+ * the refill, rejoins there). */
 static inline bool take_avail(nbm_bin_t *bin)
 {
     nbm_page_t *av = bin->avail;
     if (!av || !av->free)
         return false;
     avail_unlink(bin, av);
+    if (bin->page)
+        avail_append(bin, bin->page);
     void *l = av->free;
     bin->page = av;
     const nbm_class_t *c = &nbm__classes[av->cls];
@@ -342,6 +349,10 @@ static NBM_NOINLINE bool refill(nbm_tcache_t *tc, unsigned cls)
         }
         if (take_avail(bin))
             return true;
+        /* Pages that joined the list full at a switch and got no free
+         * since leave it; their next free brings them back (free's edge). */
+        while (bin->avail && !bin->avail->free)
+            avail_unlink(bin, bin->avail);
         nbm_binx_t *x = binx_of(tc, bin);
         if (!bin->avail && x->fresh * 4 >= x->npages)
             nbm__sweep_bin(tc, bin);

@@ -213,7 +213,7 @@ typedef struct nbm_bin {
     void    *rhead;
     uintptr_t cur;          /* the current page's first byte, 0 = none (free compares with it) */
     struct nbm_page *page;  /* current page, NULL = none */
-    struct nbm_page *avail; /* non-current pages with free objects */
+    struct nbm_page *avail; /* non-current pages with free objects, and pages a switch left */
     uint32_t rroom;         /* objects rhead may still take before it is pushed */
     /* Copies of the class's chunk_mask, inv and shift (nbm_class_t), set
      * when a thread takes the heap: free's checks read them in this line,
@@ -579,8 +579,8 @@ NBM_HIDDEN void  nbm__free_bad(const char *what, const void *p);
 /* free's offset check failed: a medium block's start (class byte 0: to
  * nbm__medium_free), else reported as an invalid pointer. A jump too. */
 NBM_HIDDEN void  nbm__free_unaligned(void *p);
-/* The fast path's edges: the owner's free made a non-current page no
- * longer full (to avail, bin in hand) or empty (nbm__page_changed). */
+/* The fast path's edges: the owner's free to a non-current page off the
+ * avail list (to avail, bin in hand) or that emptied a page. */
 NBM_HIDDEN void  nbm__page_refreed(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg);
 NBM_HIDDEN void  nbm__tcache_flush(nbm_tcache_t *tc, bool spares); /* spares: give them back too */
 NBM_HIDDEN nbm_tcache_t *nbm__tcache_get(void);       /* NULL while none can be used */

@@ -28,6 +28,8 @@
  *  - the owner's free that empties a full page that is not current gives
  *    the page back at once, and a full page's first free makes that object
  *    the next one handed out once the current page is used up;
+ *  - the page a switch leaves joins the avail list then, ahead of pages
+ *    whose first free comes later;
  *  - a fresh page hands out first the object at its colour: the first
  *    object in the 512-byte step (page number mod 8, inverted in an odd
  *    arena slot) of its start, so the first objects of pages do not all
@@ -436,6 +438,78 @@ out:
     nbm_purge();
 }
 
+/* The page a switch leaves (used up, full) joins the avail list at once,
+ * at its end, so its first free is no edge for free's fast path: three full
+ * pages A, B, C (C current); B's first free, and the next malloc switches
+ * to B (returning that object: C goes on the list, full); then A's first
+ * free (A joins the list behind C) and one of C's (C is on it already);
+ * B is used up, so the next malloc switches to C and returns C's object.
+ * (Had C joined at its first free, A would be first: A's object.) */
+static int page_full(char **v, int n, uintptr_t pg)
+{
+    int same = 0;
+    for (int k = 0; k < n; k++)
+        same += v[k] && page_of(v[k]) == pg;
+    return same == EDGE_CAP;
+}
+
+static char *free_one_of(char **v, int n, uintptr_t pg)
+{
+    for (int i = 0; i < n; i++)
+        if (v[i] && page_of(v[i]) == pg) {
+            char *x = v[i];
+            nbm_free(x);
+            v[i] = NULL;
+            return x;
+        }
+    return NULL;
+}
+
+static void test_switch_order(void)
+{
+    static char *v[EDGE_N + 2]; /* the fill, and the two switches' objects */
+    int n = 0;
+    nbm_purge();
+    for (;;) { /* until the current page is full and two earlier ones too */
+        CHECK(n < EDGE_N);
+        if (n >= EDGE_N)
+            goto out;
+        v[n] = nbm_malloc(EDGE_SIZE);
+        CHECK(v[n] != NULL);
+        if (!v[n])
+            goto out;
+        n++;
+        if (n >= 3 * EDGE_CAP && page_full(v, n, page_of(v[n - 1])))
+            break;
+    }
+    uintptr_t c = page_of(v[n - 1]), a = 0, b = 0;
+    for (int i = 0; i < n && !b; i++) {
+        uintptr_t pg = page_of(v[i]);
+        if (pg == c || pg == a || !page_full(v, n, pg))
+            continue;
+        if (!a)
+            a = pg;
+        else
+            b = pg;
+    }
+    CHECK(a != 0 && b != 0);
+    if (!a || !b)
+        goto out;
+    char *xb = free_one_of(v, n, b);
+    char *y = nbm_malloc(EDGE_SIZE); /* the switch to B */
+    CHECK(y == xb);
+    v[n++] = y;
+    free_one_of(v, n, a);
+    char *xc = free_one_of(v, n, c);
+    char *z = nbm_malloc(EDGE_SIZE); /* B used up: the switch to C */
+    CHECK(z == xc);
+    v[n++] = z;
+out:
+    for (int i = 0; i < n; i++)
+        nbm_free(v[i]);
+    nbm_purge();
+}
+
 /* --- page colour ----------------------------------------------------------- */
 #define COLOUR_SIZE 48 /* a class no other test here uses: 1365 objects a 64 KiB page */
 #define COLOUR_N    (24 * 1365)
@@ -672,6 +746,7 @@ int main(int argc, char **argv)
     test_return(mib, check_rss);
     test_spare_revive();
     test_owner_edges();
+    test_switch_order();
     test_colour();
     test_remote_page_reuse();
     test_held_remote();
