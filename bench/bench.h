@@ -141,6 +141,7 @@ typedef struct bench_thread {
     /* Filled by the workload (only for operations inside the measured region). */
     uint64_t   allocs, frees, failed;
     uint64_t   alloc_ns, free_ns;        /* time spent in alloc / free batches, when timed apart */
+    uint64_t   alloc_cpu_ns, free_cpu_ns; /* the thread's CPU time over the same batches (0: not taken) */
     uint64_t   req_bytes, got_bytes;     /* internal fragmentation of successful allocations */
     uint64_t   t_begin, t_end;           /* measured region, ns */
     uint64_t   cpu_begin, cpu_end;       /* the thread's CPU time over the same region */

@@ -23,8 +23,8 @@ import statistics
 import sys
 
 # The per-run fields nbbs-bench summarizes (bench/output.c, json_result).
-SUMMARY = ["wall_s", "ops_per_s", "ns_per_op", "pair_ns", "cpu_pair_ns", "alloc_ns", "free_ns", "int_frag",
-           "minflt"]
+SUMMARY = ["wall_s", "ops_per_s", "ns_per_op", "pair_ns", "cpu_pair_ns", "alloc_ns", "free_ns", "alloc_cpu_ns",
+           "free_cpu_ns", "int_frag", "minflt"]
 
 
 def summary(values, measured_only=True):

@@ -21,6 +21,7 @@ void bench_begin(bench_thread_t *t)
 {
     t->allocs = t->frees = t->failed = 0;
     t->alloc_ns = t->free_ns = 0;
+    t->alloc_cpu_ns = t->free_cpu_ns = 0;
     t->req_bytes = t->got_bytes = 0;
     bench_atomics_read(&t->at_begin);
     t->cpu_begin = bench_cpu_ns();
@@ -134,6 +135,7 @@ static void collect(const bench_run_t *r, run_result_t *out, int rss_reset)
 {
     memset(out, 0, sizeof *out);
     uint64_t begin = UINT64_MAX, end = 0, busy_ns = 0, cpu_ns = 0, alloc_ns = 0, free_ns = 0, req = 0, got = 0;
+    uint64_t alloc_cpu = 0, free_cpu = 0;
     out->thread_ops_min = UINT64_MAX;
     for (int i = 0; i < r->nthreads; i++) {
         const bench_thread_t *t = &r->threads[i];
@@ -144,6 +146,8 @@ static void collect(const bench_run_t *r, run_result_t *out, int rss_reset)
         cpu_ns += t->cpu_end - t->cpu_begin;
         alloc_ns += t->alloc_ns;
         free_ns += t->free_ns;
+        alloc_cpu += t->alloc_cpu_ns;
+        free_cpu += t->free_cpu_ns;
         req += t->req_bytes;
         got += t->got_bytes;
         out->allocs += t->allocs;
@@ -167,6 +171,8 @@ static void collect(const bench_run_t *r, run_result_t *out, int rss_reset)
     out->cpu_pair_ns = out->ops ? 2 * (double)cpu_ns / (double)out->ops : 0;
     out->alloc_ns = alloc_ns && out->allocs ? (double)alloc_ns / (double)out->allocs : -1;
     out->free_ns = free_ns && out->frees ? (double)free_ns / (double)out->frees : -1;
+    out->alloc_cpu_ns = alloc_cpu && out->allocs ? (double)alloc_cpu / (double)out->allocs : -1;
+    out->free_cpu_ns = free_cpu && out->frees ? (double)free_cpu / (double)out->frees : -1;
     out->int_frag = req ? (double)got / (double)req : 0;
     out->peak_rss_kb = rss_reset == 0 ? peak_rss_kb() : -1;
     out->nsnaps = r->nsnaps;

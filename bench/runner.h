@@ -43,6 +43,7 @@ int  in_list(const char *list, const char *name);
 /* One run's figures; summarised over --repeat runs. */
 typedef struct run_result {
     double   wall_s, ops_per_s, ns_per_op, alloc_ns, free_ns, pair_ns, cpu_pair_ns;
+    double   alloc_cpu_ns, free_cpu_ns; /* alloc_ns, free_ns from CPU time (-1: not taken) */
     uint64_t ops, allocs, frees, failed, thread_ops_min, thread_ops_max;
     double   int_frag;     /* granted / requested bytes */
     long     peak_rss_kb;

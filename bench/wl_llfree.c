@@ -103,10 +103,11 @@ static void rand_thread(bench_thread_t *t)
     bench_share(t, s->n, &lo, &hi);
     bench_begin(t);
     for (unsigned r = 0; r < t->run->p->rounds; r++) {
-        uint64_t t0 = bench_now_ns();
+        uint64_t c0 = bench_cpu_ns(), t0 = bench_now_ns();
         for (size_t i = lo; i < hi; i++)
             s->v[i] = bench_alloc_order(t, k);
         t->alloc_ns += bench_now_ns() - t0;
+        t->alloc_cpu_ns += bench_cpu_ns() - c0;
         bench_barrier(t);
         if (t->id == 0) /* one global shuffle: most blocks change owner */
             bench_shuffle(t, s->v, s->n);
@@ -114,11 +115,13 @@ static void rand_thread(bench_thread_t *t)
             bench_snapshot(t, "full"); /* also the barrier after the shuffle */
         else
             bench_barrier(t);
+        c0 = bench_cpu_ns();
         t0 = bench_now_ns();
         for (size_t i = lo; i < hi; i++)
             if (s->v[i])
                 bench_free(t, s->v[i]);
         t->free_ns += bench_now_ns() - t0;
+        t->free_cpu_ns += bench_cpu_ns() - c0;
         bench_barrier(t);
     }
     bench_end(t);

@@ -79,14 +79,16 @@ void bench_fill_drain(bench_thread_t *t, bool reverse, bool barriers)
     void **v = bench_xcalloc(n, sizeof *v);
     bench_begin(t);
     for (unsigned r = 0; r < t->run->p->rounds; r++) {
-        uint64_t t0 = bench_now_ns();
+        uint64_t c0 = bench_cpu_ns(), t0 = bench_now_ns();
         for (size_t i = 0; i < n; i++)
             v[i] = bench_alloc_order(t, k);
         t->alloc_ns += bench_now_ns() - t0;
+        t->alloc_cpu_ns += bench_cpu_ns() - c0;
         if (r == 0)
             bench_snapshot(t, "full");
         else if (barriers)
             bench_barrier(t);
+        c0 = bench_cpu_ns();
         t0 = bench_now_ns();
         for (size_t i = 0; i < n; i++) {
             void *p = v[reverse ? n - 1 - i : i];
@@ -94,6 +96,7 @@ void bench_fill_drain(bench_thread_t *t, bool reverse, bool barriers)
                 bench_free(t, p);
         }
         t->free_ns += bench_now_ns() - t0;
+        t->free_cpu_ns += bench_cpu_ns() - c0;
         if (barriers)
             bench_barrier(t);
     }
@@ -149,18 +152,21 @@ static void rnd_thread(bench_thread_t *t)
     void **v = bench_xcalloc(cap, sizeof *v);
     bench_begin(t);
     for (unsigned r = 0; r < t->run->p->rounds; r++) {
-        uint64_t t0 = bench_now_ns();
+        uint64_t c0 = bench_cpu_ns(), t0 = bench_now_ns();
         size_t n = fill_random(t, v, cap);
         t->alloc_ns += bench_now_ns() - t0;
+        t->alloc_cpu_ns += bench_cpu_ns() - c0;
         if (r == 0)
             bench_snapshot(t, "full");
         else
             bench_barrier(t); /* nobody frees before everyone has filled */
         bench_shuffle(t, v, n);
+        c0 = bench_cpu_ns();
         t0 = bench_now_ns();
         for (size_t i = 0; i < n; i++)
             bench_free(t, v[i]);
         t->free_ns += bench_now_ns() - t0;
+        t->free_cpu_ns += bench_cpu_ns() - c0;
         bench_barrier(t);
     }
     bench_end(t);

@@ -63,8 +63,10 @@ for w in lst["workloads"]:
 for w in wl_names:
     check(w in help_text, f"--help does not describe {w}")
 
-SUMMARY = ["wall_s", "ops_per_s", "ns_per_op", "pair_ns", "cpu_pair_ns", "alloc_ns", "free_ns", "int_frag"]
+SUMMARY = ["wall_s", "ops_per_s", "ns_per_op", "pair_ns", "cpu_pair_ns", "alloc_ns", "free_ns", "alloc_cpu_ns",
+           "free_cpu_ns", "int_frag"]
 RUN = ["wall_s", "ops", "allocs", "frees", "failed", "ops_per_s", "ns_per_op", "alloc_ns", "free_ns",
+       "alloc_cpu_ns", "free_cpu_ns",
        "thread_ops_min", "thread_ops_max", "int_frag", "peak_rss_kb", "minflt", "frag"]
 
 def load(name):
