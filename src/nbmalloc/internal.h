@@ -364,7 +364,10 @@ NBM_HIDDEN extern _Atomic uintptr_t nbm__map[NBM_MAP_SIZE];
  * unit index comes from the address alone (no load of the base). */
 static inline uint32_t nbm__unit_word(nbm_arena_t *ar, uintptr_t a)
 {
-    return nbm_load_u32_relaxed(&ar->unit[(a >> NBM_UNIT_SHIFT) & (NBM_UNITS - 1)]);
+    /* As a byte offset (one shift and one mask, the offset of unit[]
+     * folded into the load): free's fast path, one instruction less. */
+    uintptr_t off = (a >> (NBM_UNIT_SHIFT - 2)) & ((uintptr_t)(NBM_UNITS - 1) << 2);
+    return nbm_load_u32_relaxed((_Atomic uint32_t *)((char *)ar->unit + off));
 }
 
 /* Owner entry of an address; 0 for an address outside user space. */
@@ -380,7 +383,12 @@ static inline uintptr_t nbm__owner(uintptr_t a)
 /* The record of the page (of `page_mask` + 1 bytes) holding address a. */
 static inline nbm_page_t *nbm__page_at(nbm_arena_t *ar, uintptr_t a, uintptr_t page_mask)
 {
-    return &ar->pages[((a & ~page_mask) >> NBM_UNIT_SHIFT) & (NBM_UNITS - 1)];
+    /* As a byte offset (records are one line): one shift and one mask,
+     * the arena's offset of pages[] folded into the address (free's fast
+     * path: 3 instructions, not 5 for the index form). */
+    _Static_assert(sizeof(nbm_page_t) == 64, "a page record is 64 bytes");
+    uintptr_t off = ((a & ~page_mask) >> (NBM_UNIT_SHIFT - 6)) & ((uintptr_t)(NBM_UNITS - 1) << 6);
+    return (nbm_page_t *)((char *)ar->pages + off);
 }
 
 /* --- process state and options ----------------------------------------------- */
