@@ -23,7 +23,7 @@
 static inline void avail_append(nbm_bin_t *bin, nbm_page_t *pg)
 {
     nbm_page_t *first = bin->avail;
-    pg->avail = 1;
+    pg->uw = (uint16_t)(pg->uw & ~NBM_PAGE_OFF);
     if (!first) {
         pg->anext = pg->aprev = pg;
         bin->avail = pg;
@@ -44,9 +44,9 @@ static inline void avail_push(nbm_bin_t *bin, nbm_page_t *pg)
 
 static inline void avail_unlink(nbm_bin_t *bin, nbm_page_t *pg)
 {
-    if (!pg->avail)
+    if (!nbm__page_avail(pg))
         return;
-    pg->avail = 0;
+    pg->uw = (uint16_t)(pg->uw | NBM_PAGE_OFF);
     if (pg->anext == pg) {
         bin->avail = NULL;
         return;

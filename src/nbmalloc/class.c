@@ -49,7 +49,7 @@ static uint32_t class_size(unsigned c)
  * holds at least one object of the largest class, NBM_LARGE_MAX). */
 #define NBM_LARGE_PAGE ((uint32_t)256 << 10)
 _Static_assert(NBM_LARGE_MAX <= NBM_LARGE_PAGE, "a large page holds an object of every class");
-_Static_assert(NBM_LARGE_PAGE / 16 <= UINT16_MAX, "a page's object counts (used, left) fit 16 bits");
+_Static_assert(NBM_LARGE_PAGE / 16 < NBM_PAGE_OFF, "a page's object counts (used, left) fit 15 bits: NBM_PAGE_OFF is above");
 static uint32_t chunk_size(unsigned c, uint32_t s)
 {
     uint32_t chunk = (uint32_t)1 << NBM_UNIT_SHIFT;

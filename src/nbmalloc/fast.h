@@ -114,8 +114,13 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
             if (NBM_LIKELY(nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc)) {
                 o[0] = pg->free;
                 pg->free = o;
-                uint32_t used = --pg->used;
-                if (NBM_UNLIKELY(!pg->avail || used == 0))
+                /* Both edges in one word (nbm_page_t.uw): off the avail
+                 * list, the word is NBM_PAGE_OFF + used, negative as 16
+                 * bits after the decrement (used >= 1: the object was in
+                 * use); on it, the count alone, 0 when the page empties. */
+                int16_t uw = (int16_t)(pg->uw - 1);
+                pg->uw = (uint16_t)uw;
+                if (NBM_UNLIKELY(uw <= 0))
                     nbm__page_refreed(tc, bin, pg);
                 return;
             }

@@ -174,14 +174,14 @@ void nbm__heap_decay(nbm_tcache_t *tc)
  * spares (a large class's to its kept page). */
 void nbm__page_refreed(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
 {
-    if (pg->used == 0) {
+    if (nbm__page_used(pg) == 0) {
         if (pg->cls < NBM_NSMALL || nbm__page_order(pg->cls) >= NBM_SPARE_ORDER0 + NBM_KEPT_ORDERS) {
             page_drop(tc, bin, pg);
             return;
         }
         keep_empty(tc, pg);
     }
-    if (!pg->avail)
+    if (!nbm__page_avail(pg))
         avail_append(bin, pg);
 }
 
@@ -195,9 +195,9 @@ static bool page_collect(nbm_page_t *pg)
     if (l) {
         last[0] = pg->free;
         pg->free = l;
-        pg->used = (uint16_t)(pg->used - n);
+        nbm__page_set_used(pg, nbm__page_used(pg) - n);
     }
-    return pg->used == 0;
+    return nbm__page_used(pg) == 0;
 }
 
 /* The current page stops being current: its list goes back to the page,
@@ -212,7 +212,7 @@ static void retire_current(nbm_bin_t *bin)
     for (void **o = bin->head; o; o = o[0])
         n++;
     pg->free = bin->head;
-    pg->used = (uint16_t)(nbm__page_carved(pg) - n);
+    nbm__page_set_used(pg, nbm__page_carved(pg) - n);
     clear_current(bin);
     bin->head = NULL;
 }
@@ -229,7 +229,7 @@ uint32_t nbm__sweep_bin(nbm_tcache_t *tc, nbm_bin_t *bin)
         if (page_collect(pg)) {
             page_drop(tc, bin, pg);
             released++;
-        } else if (pg->free && !pg->avail) {
+        } else if (pg->free && !nbm__page_avail(pg)) {
             avail_append(bin, pg);
         }
     }
@@ -258,7 +258,7 @@ static void make_current(nbm_bin_t *bin, nbm_page_t *pg)
     set_current(bin, pg, pg->free);
     bin->head = pg->free;
     pg->free = NULL;
-    pg->used = (uint16_t)nbm__page_carved(pg); /* the bin's list is no count of the page's */
+    nbm__page_set_used(pg, nbm__page_carved(pg)); /* the bin's list is no count of the page's */
 }
 
 /* Objects to carve next from the current page: a batch, except on the
@@ -324,7 +324,7 @@ static inline bool take_avail(nbm_bin_t *bin)
     bin->cur = (uintptr_t)l & ~(uintptr_t)c->chunk_mask;
     bin->head = l;
     av->free = NULL;
-    av->used = (uint16_t)(c->cap - av->left);
+    nbm__page_set_used(av, c->cap - av->left);
     return true;
 }
 

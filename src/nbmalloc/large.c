@@ -37,7 +37,7 @@ void *nbm__large_alloc(nbm_tcache_t *tc, unsigned cls)
     void **o = pg->free;
     if (o) {
         pg->free = o[0];
-        pg->used++;
+        pg->uw++; /* one more in use (below NBM_PAGE_OFF) */
     } else {
         nbm__page_carve(pg, (void **)&o, 1); /* avail: there is room */
     }

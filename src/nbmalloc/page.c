@@ -37,9 +37,8 @@ nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t *hint, void *bl
     pg->arena = (uint16_t)ar->index;
     pg->cls = (uint8_t)cls;
     pg->free = NULL;
-    pg->used = 0;
+    pg->uw = NBM_PAGE_OFF; /* none in use, on no avail list */
     pg->left = (uint16_t)c->cap;
-    pg->avail = 0;
     pg->next = pg->prev = pg->anext = pg->aprev = NULL;
     /* No remote free can be under way: the page held no object. The owner
      * word and the unit words reach other threads with the objects
@@ -65,9 +64,9 @@ nbm_page_t *nbm__page_revive(void *block, unsigned cls, uintptr_t heap)
      * (nbm__page_forget) or is made a page of another class: a word naming
      * this class means the block is the heap's own emptied page, untouched
      * since, its record's list holding every carved object (tagged free). */
-    if ((w & 0xffu) != cls + 1 || pg->cls != cls || pg->used != 0)
+    if ((w & 0xffu) != cls + 1 || pg->cls != cls || nbm__page_used(pg) != 0)
         return NULL;
-    pg->avail = 0;
+    pg->uw = NBM_PAGE_OFF;
     pg->next = pg->prev = pg->anext = pg->aprev = NULL;
     /* No remote free can be under way (nothing of it was in use), so the
      * remote list is empty; the owner word reaches other threads with the
@@ -146,7 +145,7 @@ uint32_t nbm__page_carve(nbm_page_t *pg, void **head, uint32_t max)
     for (size_t u = 0; u < c->chunk >> NBM_UNIT_SHIFT; u++)
         nbm_add_u32(&ar->unit[u0 + u], n << NBM_UNIT_CARVED_SHIFT);
     pg->left = (uint16_t)(pg->left - n);
-    pg->used = (uint16_t)(pg->used + n); /* handed out, or on the bin's list */
+    pg->uw = (uint16_t)(pg->uw + n); /* handed out, or on the bin's list */
     char *first = (char *)base + (size_t)carved * c->size;
     for (uint32_t k = 0; k < n; k++) {
         void **o = (void **)(first + (size_t)k * c->size);
