@@ -165,18 +165,18 @@ static void tree_short(nbbs_cache_t *c, unsigned j)
     }
 }
 
-/* The carved blocks with free frames that c's lost map names (every order)
- * go into the shared stray bitmap, and the map is cleared: from here on
+/* The carved blocks with free frames that c's lost map names (orders lo
+ * to hi - 1) go into the shared stray bitmap, and the map is cleared: from here on
  * every cache's harvest sees them, not only c's (a private map left them
  * out of the others' reach, and a cache that found nothing carved fresh
  * blocks while such frames sat unused: the churn experiment lost 2 MiB
  * blocks). Each region is read once; the marks of one bitmap word are set
  * by one RMW. Owner only. */
-static void lost_to_strays(nbbs_cache_t *c)
+static void lost_to_strays(nbbs_cache_t *c, unsigned lo, unsigned hi)
 {
     nbbs_t *b = c->b;
     uint64_t ng = b->nleaves >> NBBS_CARVE_ORDER, nr = CACHE_LOST_WORDS * 64;
-    for (unsigned k = 0; k < NBBS_CARVE_ORDER; k++)
+    for (unsigned k = lo; k < hi; k++)
         for (unsigned wi = 0; wi < CACHE_LOST_WORDS; wi++)
             for (uint64_t v = c->lost[k][wi]; v; v &= v - 1) {
                 uint64_t r = (uint64_t)wi * 64 + (unsigned)__builtin_ctzll(v);
@@ -221,7 +221,7 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
          * map names are published there), until harvests have found
          * none. */
         uint64_t looked = 0, max = c->capacity - c->batch > c->batch ? c->capacity - c->batch : c->batch;
-        lost_to_strays(c);
+        lost_to_strays(c, order, order + 1);
         uint64_t got = nbbs__carve_harvest(c->b, s, order, max, &looked);
         if (got)
             c->swept[order] = 0;
@@ -296,7 +296,7 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
          * marks: at most one pass over the bitmap (a bit per 8 leaves,
          * 1/64 of the index an order-0 scan reads), every time, since a
          * failed search of the tree costs far more. */
-        lost_to_strays(c);
+        lost_to_strays(c, 0, NBBS_CARVE_ORDER);
         first = nbbs__carve_take_stray(b, order);
         if (first) {
             nb_own_store(&c->count[order], 0);

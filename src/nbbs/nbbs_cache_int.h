@@ -37,7 +37,8 @@ struct nbbs_cache {
     /* Per order: the regions of the arena (512, of nleaves / 512 leaves
      * each, or one carved block each in small arenas) that hold a carved
      * block the full ring wrote over, its free frames named nowhere. The
-     * owner's next stranded (or non-carving) refill reads the index words
+     * owner's next stranded refill of the order (or non-carving refill,
+     * every order) reads the index words
      * of those regions and marks their blocks with free frames in the
      * shared stray bitmap, one RMW per bitmap word, so that every cache's
      * harvest sees them. Private (owner only, plain): marking the shared
