@@ -585,6 +585,67 @@ static void test_strays(nbbs_layout_t lay)
     free(in.meta), free(m);
 }
 
+/* The frames of the blocks a cache's full ring wrote over are found by the
+ * other caches too, once the owner's next refill has published them in the
+ * shared stray bitmap: a cache kept them in a private map, and another
+ * cache that needed frames carved new blocks (or took the tree's) while
+ * they sat unused (the churn experiment lost free 2 MiB blocks, issue 11).
+ * Here A's ring overflows by 8 blocks, A refills once (one of them), and
+ * with the tree out of order-3 blocks but one free frame left in it,
+ * cache B gets A's 7 other frames before the tree's. */
+static void test_lost_shared(nbbs_layout_t lay)
+{
+    const size_t mb = 64, nblk = 80;
+    inst_t in = make(lay, FAKE_BASE, 2048 * mb, mb, 11);
+    nbbs_cache_config_t cfg = { 1, 8, 8 };
+    char *ma, *mbm;
+    nbbs_cache_t *a = cache_new(in.b, &cfg, &ma), *c = cache_new(in.b, &cfg, &mbm);
+    static char *f[80 * 8], *t[2048];
+    for (size_t i = 0; i < nblk * 8; i++) {
+        f[i] = nbbs_cache_alloc(a, 0);
+        CHECK(f[i] != NULL);
+    }
+    for (size_t i = 0; i < nblk * 8; i += 8)
+        CHECK_EQ(nbbs_cache_free(a, f[i + 3]), 0);
+    /* 8 frees were left on the stack, 72 drained: the ring overflowed by 8.
+     * The stack's 8, the ring's 64, then a refill's harvest (one block). */
+    for (size_t i = 0; i < 73; i++) {
+        char *p = nbbs_cache_alloc(a, 0);
+        CHECK(p != NULL);
+        CHECK_EQ((uintptr_t)(p - FAKE_BASE) % (8 * mb), 3 * mb);
+    }
+    size_t nt = 0;
+    while (nt < 2048 && (t[nt] = nbbs_alloc_order(in.b, 3)) != NULL)
+        nt++;
+    CHECK(nt > 0 && nt < 2048);
+    CHECK_EQ(nbbs_free(in.b, t[--nt]), 0);
+    for (size_t i = 0; i < 7; i++) { /* split it: one free frame left in the tree */
+        t[nt + i] = nbbs_alloc_order(in.b, 0);
+        CHECK(t[nt + i] != NULL);
+    }
+    for (size_t i = 0; i < 7; i++) {
+        char *p = nbbs_cache_alloc(c, 0);
+        CHECK(p != NULL);
+        bool mine = false;
+        for (size_t j = 0; j < nblk * 8; j += 8)
+            mine |= p == f[j + 3];
+        CHECK(mine); /* one of A's frames, not the tree's */
+    }
+    char *q = nbbs_cache_alloc(c, 0); /* the tree's frame, last */
+    CHECK(q != NULL);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    nbbs_free(in.b, q);
+    for (size_t i = 0; i < nt + 7; i++)
+        CHECK_EQ(nbbs_free(in.b, t[i]), 0);
+    for (size_t i = 0; i < nblk * 8; i++)
+        CHECK_EQ(nbbs_free(in.b, f[i]), 0);
+    nbbs_cache_drain(a);
+    nbbs_cache_drain(c);
+    CHECK_EQ(stats(in.b).used_bytes, 0);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    free(in.meta), free(ma), free(mbm);
+}
+
 /* A refill that cannot carve (the tree has no order-3 block) takes a frame
  * made of free frames of a marked carved block (or split off a larger one)
  * before it searches the tree, which still has a free block of that order
@@ -1030,6 +1091,7 @@ int main(int argc, char **argv)
         test_short(layouts[l]);
         test_parts(layouts[l]);
         test_strays(layouts[l]);
+        test_lost_shared(layouts[l]);
         test_stray_take(layouts[l]);
     }
     printf("api: %d passed, %d failed\n", check_passed, check_failed);

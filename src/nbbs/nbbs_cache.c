@@ -165,57 +165,34 @@ static void tree_short(nbbs_cache_t *c, unsigned j)
     }
 }
 
-/* Name up to max free frames of this order (from s[0]) found in the
- * carved blocks of the regions c's lost map names, clearing each region
- * read to its end. Owner only. Returns how many. */
-static uint64_t harvest_lost(nbbs_cache_t *c, unsigned order, uint64_t max)
-{
-    nbbs_t *b = c->b;
-    NBBS_ATOMIC(uint64_t) *s = stack_of(c, order);
-    uint8_t freev = (uint8_t)((order + 1u) | NBBS_IDX_CARVED | NBBS_IDX_CACHED);
-    uint64_t ng = b->nleaves >> NBBS_CARVE_ORDER, n = 0, nr = CACHE_LOST_WORDS * 64;
-    for (unsigned wi = 0; wi < CACHE_LOST_WORDS; wi++) {
-        while (c->lost[order][wi]) {
-            unsigned bit = (unsigned)__builtin_ctzll(c->lost[order][wi]);
-            uint64_t r = (uint64_t)wi * 64 + bit;
-            /* Blocks g with lost_region(g) == r: [ceil(r ng / nr), ceil((r + 1) ng / nr)). */
-            uint64_t g = (r * ng + nr - 1) / nr, end = ((r + 1) * ng + nr - 1) / nr;
-            for (; g < end && n + CARVE_LEAVES <= max; g++) {
-                carve_word_t x;
-                x.w = nb_load_u64(carve_word(b, g << NBBS_CARVE_ORDER));
-                if (!carve_any_free(x))
-                    continue;
-                for (unsigned j = CARVE_LEAVES; j-- > 0;)
-                    if (x.by[j] == freev)
-                        nb_own_store(&s[n++], (g << NBBS_CARVE_ORDER) + j);
-            }
-            if (g < end)
-                return n; /* full: the region is read again next time */
-            c->lost[order][wi] &= c->lost[order][wi] - 1;
-        }
-    }
-    return n;
-}
-
-/* Near full (no block to carve): the carved blocks with free frames that
- * c's lost map names go into the shared stray bitmap, so that the stray
- * take below sees them (it splits and combines frames of any order), and
- * the map is cleared. Each region is read once; its cost is paid once per
- * overflowed ring, not per refill. Owner only. */
-static void lost_to_strays(nbbs_cache_t *c)
+/* The carved blocks with free frames that c's lost map names (orders lo
+ * to hi - 1) go into the shared stray bitmap, and the map is cleared: from here on
+ * every cache's harvest sees them, not only c's (a private map left them
+ * out of the others' reach, and a cache that found nothing carved fresh
+ * blocks while such frames sat unused: the churn experiment lost 2 MiB
+ * blocks). Each region is read once; the marks of one bitmap word are set
+ * by one RMW. Owner only. */
+static void lost_to_strays(nbbs_cache_t *c, unsigned lo, unsigned hi)
 {
     nbbs_t *b = c->b;
     uint64_t ng = b->nleaves >> NBBS_CARVE_ORDER, nr = CACHE_LOST_WORDS * 64;
-    for (unsigned k = 0; k < NBBS_CARVE_ORDER; k++)
+    for (unsigned k = lo; k < hi; k++)
         for (unsigned wi = 0; wi < CACHE_LOST_WORDS; wi++)
             for (uint64_t v = c->lost[k][wi]; v; v &= v - 1) {
                 uint64_t r = (uint64_t)wi * 64 + (unsigned)__builtin_ctzll(v);
                 uint64_t g = (r * ng + nr - 1) / nr, end = ((r + 1) * ng + nr - 1) / nr;
+                uint64_t bits = 0;
                 for (; g < end; g++) {
                     carve_word_t x;
                     x.w = nb_load_u64(carve_word(b, g << NBBS_CARVE_ORDER));
                     if (carve_any_free(x))
-                        stray_mark(b, g << NBBS_CARVE_ORDER);
+                        bits |= UINT64_C(1) << (g & 63);
+                    if (bits && ((g & 63) == 63 || g + 1 == end)) {
+                        NBBS_ATOMIC(uint64_t) *w = &b->strays[g >> 6];
+                        if (bits & ~nb_hole_load(w))
+                            nb_hole_or(w, bits);
+                        bits = 0;
+                    }
                 }
                 c->lost[k][wi] = 0;
             }
@@ -239,13 +216,13 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
     uint64_t n = 0;
     unsigned groups = c->groups[order];
     if (groups && c->stranded[order]) {
-        /* Frames this cache's drains left in carved blocks come first
-         * (the regions its lost map names, then the blocks the stray
-         * bitmap marks), until harvests have found none. */
+        /* Frames drains left in carved blocks come first (the blocks
+         * the stray bitmap marks, after the regions this cache's lost
+         * map names are published there), until harvests have found
+         * none. */
         uint64_t looked = 0, max = c->capacity - c->batch > c->batch ? c->capacity - c->batch : c->batch;
-        uint64_t got = harvest_lost(c, order, max);
-        if (got + CARVE_LEAVES <= max)
-            got += nbbs__carve_harvest(c->b, s + got, order, max - got, &looked);
+        lost_to_strays(c, order, order + 1);
+        uint64_t got = nbbs__carve_harvest(c->b, s, order, max, &looked);
         if (got)
             c->swept[order] = 0;
         else if ((c->swept[order] += looked) >= (b->nleaves >> NBBS_CARVE_ORDER))
@@ -319,7 +296,7 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
          * marks: at most one pass over the bitmap (a bit per 8 leaves,
          * 1/64 of the index an order-0 scan reads), every time, since a
          * failed search of the tree costs far more. */
-        lost_to_strays(c);
+        lost_to_strays(c, 0, NBBS_CARVE_ORDER);
         first = nbbs__carve_take_stray(b, order);
         if (first) {
             nb_own_store(&c->count[order], 0);

@@ -37,10 +37,13 @@ struct nbbs_cache {
     /* Per order: the regions of the arena (512, of nleaves / 512 leaves
      * each, or one carved block each in small arenas) that hold a carved
      * block the full ring wrote over, its free frames named nowhere. The
-     * owner's stranded harvests read the index words of those regions
-     * only. Private (owner only, plain): the shared stray bitmap took a
-     * load and often a write on a line every CPU marks, at each overflow
-     * (every drained frame, in a phase of frees). */
+     * owner's next stranded refill of the order (or non-carving refill,
+     * every order) reads the index words
+     * of those regions and marks their blocks with free frames in the
+     * shared stray bitmap, one RMW per bitmap word, so that every cache's
+     * harvest sees them. Private (owner only, plain): marking the shared
+     * bitmap at each overflow (every drained frame, in a phase of frees)
+     * took a load and often a write on a line every CPU marks. */
     uint64_t               lost[NBBS_CARVE_ORDER][CACHE_LOST_WORDS];
     /* Per order: refills left that do not try to carve (the tree had no
      * block of the carve order lately: a failed tree scan is costly). */
