@@ -351,15 +351,14 @@ static void test_fill_points(nbbs_layout_t lay)
  * front. Context A (a thread: another stack, so another hint cell) takes
  * two frames and frees the second; context M (this thread) fills its own
  * group and then must break a free group, not take A's freed frame. */
-struct front_arg { nbbs_t *b; char *a1, *a2; };
+struct front_arg { nbbs_t *b; char *a1, *a2; int rc; };
 
 static void *front_thread(void *v)
 {
     struct front_arg *f = v;
     f->a1 = nbbs_alloc_order(f->b, 0);
     f->a2 = nbbs_alloc_order(f->b, 0);
-    if (f->a2)
-        CHECK_EQ(nbbs_free(f->b, f->a2), 0);
+    f->rc = f->a2 ? nbbs_free(f->b, f->a2) : -1; /* checked by the main thread */
     return NULL;
 }
 
@@ -370,11 +369,17 @@ static void test_own_front_no_hole(nbbs_layout_t lay)
     CHECK(b != NULL);
     if (!b)
         return;
-    struct front_arg f = { b, NULL, NULL };
+    struct front_arg f = { b, NULL, NULL, -1 };
     pthread_t th;
-    CHECK_EQ(pthread_create(&th, NULL, front_thread, &f), 0);
+    int rc = pthread_create(&th, NULL, front_thread, &f);
+    CHECK_EQ(rc, 0);
+    if (rc) {
+        nbbs_destroy(b);
+        return;
+    }
     CHECK_EQ(pthread_join(th, NULL), 0);
     CHECK(f.a1 && f.a2 && f.a2 == f.a1 + 4096);
+    CHECK_EQ(f.rc, 0);
     uint64_t ga = (uint64_t)(f.a2 - FAKE_BASE) >> 21, ng = 16;
     static char *got[520];
     unsigned n = 0;
