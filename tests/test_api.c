@@ -8,6 +8,8 @@
 #define _GNU_SOURCE
 #include <stdbool.h>
 #include <stdint.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -342,6 +344,71 @@ static void test_fill_points(nbbs_layout_t lay)
     nbbs_destroy(b);
 }
 
+/* A context that frees the block at its own fill point (the block it
+ * allocated last, as in LLFree's repeat) does not mark its group as having
+ * holes (docs/design.md, "Hole visits and a context's own front"): another
+ * context about to break a free group must not be sent there to share its
+ * front. Context A (a thread: another stack, so another hint cell) takes
+ * two frames and frees the second; context M (this thread) fills its own
+ * group and then must break a free group, not take A's freed frame. */
+struct front_arg { nbbs_t *b; char *a1, *a2; int rc; };
+
+static void *front_thread(void *v)
+{
+    struct front_arg *f = v;
+    f->a1 = nbbs_alloc_order(f->b, 0);
+    f->a2 = nbbs_alloc_order(f->b, 0);
+    f->rc = f->a2 ? nbbs_free(f->b, f->a2) : -1; /* checked by the main thread */
+    return NULL;
+}
+
+static void test_own_front_no_hole(nbbs_layout_t lay)
+{
+    nbbs_config_t c = { .min_block = 4096, .max_order = 10, .layout = lay };
+    nbbs_t *b = nbbs_create(FAKE_BASE, (size_t)32 << 20, &c); /* 16 groups of 512 frames */
+    CHECK(b != NULL);
+    if (!b)
+        return;
+    struct front_arg f = { b, NULL, NULL, -1 };
+    pthread_t th;
+    int rc = pthread_create(&th, NULL, front_thread, &f);
+    CHECK_EQ(rc, 0);
+    if (rc) {
+        nbbs_destroy(b);
+        return;
+    }
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK(f.a1 && f.a2 && f.a2 == f.a1 + 4096);
+    CHECK_EQ(f.rc, 0);
+    uint64_t ga = (uint64_t)(f.a2 - FAKE_BASE) >> 21, ng = 16;
+    static char *got[520];
+    unsigned n = 0;
+    got[n++] = nbbs_alloc_order(b, 0);
+    CHECK(got[0] != NULL);
+    uint64_t gm = (uint64_t)(got[0] - FAKE_BASE) >> 21;
+    /* Skipped if the two hint cells coincide (M starts at A's front) or if
+     * A's group follows M's (a scan passes it by, and fills it rather than
+     * break a free group when no group has holes). */
+    if (gm != ga && (gm + 1) % ng != ga) {
+        char *p;
+        do {
+            p = got[n++] = nbbs_alloc_order(b, 0);
+            CHECK(p != NULL);
+        } while (p && (uint64_t)(p - FAKE_BASE) >> 21 == gm && n < 520);
+        CHECK(p != f.a2);
+        CHECK(p && (uint64_t)(p - FAKE_BASE) >> 21 != ga);
+    } else {
+        printf("test_own_front_no_hole: skipped (groups %llu, %llu)\n", (unsigned long long)gm,
+               (unsigned long long)ga);
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (got[i])
+            CHECK_EQ(nbbs_free(b, got[i]), 0);
+    CHECK_EQ(nbbs_free(b, f.a1), 0);
+    CHECK_EQ(nbbs_validate(b), 0);
+    nbbs_destroy(b);
+}
+
 /* nbbs_alloc_at: exactly the block named, if free. Every bad argument is
  * NBBS_EINVAL and every block not free NBBS_EBUSY, both with the metadata
  * byte-identical; a success is a live block like any other, and pieces taken
@@ -448,6 +515,7 @@ int main(void)
         test_metadata_size(lay);
         test_fill_points(lay);
         test_alloc_at(lay);
+        test_own_front_no_hole(lay);
     }
     TEST_MAIN_END();
 }

@@ -73,13 +73,21 @@ void nbbs__free_leaf(nbbs_t *b, uint64_t leaf, unsigned order)
 {
     unsigned r = b->max_order - order;
     NBBS_ATOMIC(uint64_t) *hint = nbbs__hint_order(b, order); /* the next allocation here starts at this block */
-    if (nb_hint_load(hint) != leaf)
+    bool front = nb_hint_load(hint) == leaf;
+    if (!front)
         nb_hint_store(hint, leaf);
     if (nbbs__is_bunch(b))
         nbbs__bunch_release(b, r, leaf >> order);
     else
         nbbs__tree_release(b, r, leaf >> order);
-    if (order < b->group_order) /* a hole in a group: placement fills those first */
+    /* A hole in a group: placement fills those first. Not the block at this
+     * context's own fill point (its hint already names it: the block it
+     * allocated last, freed again, as in LLFree's repeat): the context's
+     * next allocation of this order takes it back at once, and marking it
+     * sent other contexts' visits into the group this context is working
+     * in, so both then shared one bitmap word (docs/design.md, "Hole
+     * visits and a context's own front"). */
+    if (order < b->group_order && !front)
         nbbs__hole_mark(b, leaf);
 }
 
