@@ -55,6 +55,32 @@ static bool take_region(carve_word_t *y, unsigned o, unsigned order)
     return true;
 }
 
+/* Take a region of this order (splitting or combining free frames) in the
+ * carved block at leaf g0, whose word was loaded as x: one CAS; a failed
+ * CAS means a frame of that block changed (another thread's progress), and
+ * the block is looked at again with its new value. Frames left free beside
+ * the region (or split off) are marked stray, since no stack names them.
+ * Returns the region's first leaf, or UINT64_MAX if the block has none. */
+static uint64_t take_in_block(nbbs_t *b, uint64_t g0, carve_word_t x, unsigned order)
+{
+    NBBS_ATOMIC(uint64_t) *w = carve_word(b, g0);
+again:
+    if (!carve_any_free(x))
+        return UINT64_MAX; /* no byte both carved (bit 6) and free (bit 7) */
+    for (unsigned o = 0; o < CARVE_LEAVES; o += 1u << order) {
+        carve_word_t y = x;
+        if (!take_region(&y, o, order))
+            continue;
+        if (nb_cas_u64(w, &x.w, y.w)) {
+            if (carve_any_free(y))
+                stray_mark(b, g0);
+            return g0 + o;
+        }
+        goto again; /* x holds the word's new value */
+    }
+    return UINT64_MAX;
+}
+
 /* Under pressure: a free frame of this order (or one that can be split, or
  * free frames that make one) in any carved block, named on a stack or not.
  * One CAS on the carved block's word takes it; a failed CAS means a frame
@@ -71,23 +97,12 @@ void *nbbs__carve_take(nbbs_t *b, unsigned order)
     NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b);
     uint64_t g = (nb_hint_load(hint) >> NBBS_CARVE_ORDER) % ng;
     for (uint64_t i = 0; i < ng; i++, g = g + 1 < ng ? g + 1 : 0) {
-        NBBS_ATOMIC(uint64_t) *w = carve_word(b, g << NBBS_CARVE_ORDER);
         carve_word_t x;
-        x.w = nb_load_u64(w);
-    again:
-        if (!(x.w & (x.w << 1) & BYTES_HI))
-            continue; /* no byte both carved (bit 6) and free (bit 7) */
-        for (unsigned o = 0; o < CARVE_LEAVES; o += 1u << order) {
-            carve_word_t y = x;
-            if (!take_region(&y, o, order))
-                continue;
-            if (nb_cas_u64(w, &x.w, y.w)) {
-                if (carve_any_free(y))
-                    stray_mark(b, g << NBBS_CARVE_ORDER); /* split-off halves, named nowhere */
-                nb_hint_store(hint, (g << NBBS_CARVE_ORDER) + o);
-                return addr_of(b, (g << NBBS_CARVE_ORDER) + o);
-            }
-            goto again; /* x holds the word's new value */
+        x.w = nb_load_u64(carve_word(b, g << NBBS_CARVE_ORDER));
+        uint64_t leaf = take_in_block(b, g << NBBS_CARVE_ORDER, x, order);
+        if (leaf != UINT64_MAX) {
+            nb_hint_store(hint, leaf);
+            return addr_of(b, leaf);
         }
     }
     return NULL;
@@ -115,45 +130,64 @@ static void strays_clear(nbbs_t *b, uint64_t wi, uint64_t stale)
     }
 }
 
+/* A pass over the stray bitmap from the carved block the context's hint
+ * names (where it found or freed frames last), wrapping: nw + 1 visits of
+ * words, the first word's bits below the start coming last. Shared by the
+ * stray take and the harvest. */
+typedef struct {
+    uint64_t g, wi, nw, m0, i; /* start block, word, words, first word's mask, visit */
+} stray_walk_t;
+
+static inline stray_walk_t stray_walk(NBBS_ATOMIC(uint64_t) *hint, uint64_t ng)
+{
+    uint64_t g = (nb_hint_load(hint) >> NBBS_CARVE_ORDER) % ng;
+    return (stray_walk_t){ .g = g, .wi = g >> 6, .nw = (ng + 63) >> 6, .m0 = ~UINT64_C(0) << (g & 63), .i = 0 };
+}
+
+static inline void stray_next(stray_walk_t *sw)
+{
+    sw->i++;
+    sw->wi = sw->wi + 1 < sw->nw ? sw->wi + 1 : 0;
+}
+
+/* The marked bits of the walk's word that this visit covers. */
+static inline uint64_t stray_bits(nbbs_t *b, const stray_walk_t *sw)
+{
+    uint64_t mask = sw->i == 0 ? sw->m0 : sw->i == sw->nw ? ~sw->m0 : ~UINT64_C(0);
+    return nb_hole_load(&b->strays[sw->wi]) & mask;
+}
+
+/* The first leaf of the carved block of bit `bit` of stray word wi, with
+ * its carve word loaded into *x. */
+static inline uint64_t stray_block(nbbs_t *b, uint64_t wi, unsigned bit, carve_word_t *x)
+{
+    uint64_t g0 = ((wi << 6) + bit) << NBBS_CARVE_ORDER;
+    x->w = nb_load_u64(carve_word(b, g0));
+    return g0;
+}
+
 void *nbbs__carve_take_stray(nbbs_t *b, unsigned order)
 {
     uint64_t ng = b->nleaves >> NBBS_CARVE_ORDER;
     if (!ng)
         return NULL;
-    uint64_t nw = (ng + 63) >> 6;
     NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b);
-    uint64_t g = (nb_hint_load(hint) >> NBBS_CARVE_ORDER) % ng;
-    const uint64_t m0 = ~UINT64_C(0) << (g & 63);
-    uint64_t wi = g >> 6;
-    for (uint64_t i = 0; i <= nw; i++, wi = wi + 1 < nw ? wi + 1 : 0) {
-        uint64_t v = nb_hole_load(&b->strays[wi]) & (i == 0 ? m0 : i == nw ? ~m0 : ~UINT64_C(0));
-        uint64_t stale = 0;
+    for (stray_walk_t sw = stray_walk(hint, ng); sw.i <= sw.nw; stray_next(&sw)) {
+        uint64_t wi = sw.wi, v = stray_bits(b, &sw), stale = 0;
         while (v) {
             unsigned bit = (unsigned)__builtin_ctzll(v);
             v &= v - 1;
-            uint64_t g0 = ((wi << 6) + bit) << NBBS_CARVE_ORDER;
-            NBBS_ATOMIC(uint64_t) *w = carve_word(b, g0);
             carve_word_t x;
-            x.w = nb_load_u64(w);
+            uint64_t g0 = stray_block(b, wi, bit, &x);
             if (!carve_any_free(x)) {
                 stale |= UINT64_C(1) << bit; /* nothing free here any more */
                 continue;
             }
-        again:
-            if (!carve_any_free(x))
-                continue;
-            for (unsigned o = 0; o < CARVE_LEAVES; o += 1u << order) {
-                carve_word_t y = x;
-                if (!take_region(&y, o, order))
-                    continue;
-                if (nb_cas_u64(w, &x.w, y.w)) {
-                    if (carve_any_free(y))
-                        stray_mark(b, g0); /* frames left (or split off) here */
-                    strays_clear(b, wi, stale);
-                    nb_hint_store(hint, g0 + o);
-                    return addr_of(b, g0 + o);
-                }
-                goto again; /* x holds the word's new value */
+            uint64_t leaf = take_in_block(b, g0, x, order);
+            if (leaf != UINT64_MAX) {
+                strays_clear(b, wi, stale);
+                nb_hint_store(hint, leaf);
+                return addr_of(b, leaf);
             }
         }
         strays_clear(b, wi, stale);
@@ -186,23 +220,18 @@ uint64_t nbbs__carve_harvest(nbbs_t *b, NBBS_ATOMIC(uint64_t) *s, unsigned order
     *looked = 0;
     if (!ng)
         return 0;
-    uint64_t nw = (ng + 63) >> 6;
     NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b);
-    uint64_t g = (nb_hint_load(hint) >> NBBS_CARVE_ORDER) % ng;
-    const uint64_t m0 = ~UINT64_C(0) << (g & 63);
-    uint64_t wi = g >> 6, i = 0;
-    /* nw + 1 visits: the first word's bits below the start come last. */
-    for (; i <= nw && n + CARVE_LEAVES <= max; i++, wi = wi + 1 < nw ? wi + 1 : 0) {
-        uint64_t mask = i == 0 ? m0 : i == nw ? ~m0 : ~UINT64_C(0);
+    stray_walk_t sw = stray_walk(hint, ng);
+    uint64_t g = sw.g;
+    for (; sw.i <= sw.nw && n + CARVE_LEAVES <= max; stray_next(&sw)) {
+        uint64_t wi = sw.wi, v = stray_bits(b, &sw), stale = 0;
         NBBS_ATOMIC(uint64_t) *bw = &b->strays[wi];
-        uint64_t v = nb_hole_load(bw) & mask, stale = 0;
         while (v && n + CARVE_LEAVES <= max) {
             unsigned bit = (unsigned)__builtin_ctzll(v);
             v &= v - 1;
-            uint64_t g0 = ((wi << 6) + bit) << NBBS_CARVE_ORDER;
-            NBBS_ATOMIC(uint64_t) *w = carve_word(b, g0);
             carve_word_t x;
-            x.w = nb_load_u64(w);
+            uint64_t g0 = stray_block(b, wi, bit, &x);
+            NBBS_ATOMIC(uint64_t) *w = carve_word(b, g0);
             if (!carve_any_free(x)) {
                 stale |= UINT64_C(1) << bit; /* merged, or every frame live */
                 continue;
@@ -242,7 +271,7 @@ uint64_t nbbs__carve_harvest(nbbs_t *b, NBBS_ATOMIC(uint64_t) *s, unsigned order
          * pass leaves the hint alone: it is also the tree's order-0 fill
          * point, and moving it on past the fill front left holes behind
          * that later scans went round the arena for.) */
-        *looked = i << 6;
+        *looked = sw.i << 6;
         nb_hint_store(hint, g << NBBS_CARVE_ORDER);
     }
     return n;
