@@ -124,7 +124,7 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
                     nbm__page_refreed(tc, bin, pg);
                 return;
             }
-            nbm__free_other(tc, bin, pg, o, w);
+            nbm__free_other(tc, bin, o);
             return;
         }
     }

@@ -34,10 +34,8 @@ void nbm__free_unaligned(void *p)
 }
 
 /* A page of another heap (the fast path pushed this heap's own). */
-void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg, void **o, uint32_t w)
+void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, void **o)
 {
-    (void)pg;
-    (void)w;
     /* Another heap's page: held by this thread, whatever the page, while
      * there is room (remote.c). */
     if (NBM_LIKELY(bin->rroom != 0)) {
