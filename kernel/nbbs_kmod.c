@@ -236,9 +236,9 @@ static void check_empty(struct inst *in, const char *phase)
  * ------------------------------------------------------------------------ */
 
 enum work { W_PAIRS, W_HELD, W_MIXED, W_FILL, W_FREE_HALF, W_REFILL, W_DRAIN, W_RACE, W_IRQ,
-	     W_CONTEND };
+	     W_CONTEND, W_FIRST };
 static const char *const work_name[] = { "pairs", "held", "mixed", "fill", "free-half",
-					 "refill", "drain", "race", "irq", "contend" };
+					 "refill", "drain", "race", "irq", "contend", "first" };
 
 enum backend {
 	BE_NBBS,
@@ -530,6 +530,9 @@ static int worker_fn(void *arg)
 		else
 			run_mixed(w, CONTEND_SLOTS, CONTEND_MAX_ORDER, contend_iters);
 		break;
+	case W_FIRST:
+		fill(w, 1, 0);
+		break;
 	case W_FILL:
 	case W_REFILL:
 		fill(w, w->share, 0);
@@ -747,6 +750,45 @@ static void churn(struct inst *in, enum backend be)
 	pr_info("nbbs: CHECK churn-phases/%s %s\n", lname, ok ? "PASS" : "FAIL");
 	caches_empty(in, be);
 	check_empty(in, be == BE_NBBS_CACHE ? "churn-cache" : "churn");
+}
+
+/* Where each CPU's first frame lands on a fresh instance of 2^log frames:
+ * its hint cell (the CPU's, NBBS_CPU_ID) starts at the slot of the CPU
+ * number's bits reversed, so the first 32 CPUs start in 32 different 2 MiB
+ * groups even when the cells are 1 MiB apart (64 MiB: 64 cells of 256
+ * frames; in plain order CPUs 0 and 1 would share group 0). */
+static void start_points(nbbs_layout_t layout, unsigned int log)
+{
+	struct inst in;
+	unsigned long shared = 0;
+	unsigned int i, j;
+
+	if (inst_init(&in, layout, log)) {
+		check(false, "start-points", "inst_init", 0, 0);
+		inst_fini(&in);
+		return;
+	}
+	set_backend(&in, BE_NBBS, true);
+	if (run_phase(W_FIRST))
+		return; /* stuck: leave everything in place */
+	for (i = 0; i < nworkers; i++)
+		for (j = i + 1; j < nworkers; j++)
+			if (workers[i].cpu < 32 && workers[j].cpu < 32 && workers[i].slot[0] && workers[j].slot[0] &&
+			    ((uintptr_t)workers[i].slot[0] - FAKE_BASE) / (KT_FRAME_SIZE << HUGE_ORDER) ==
+				    ((uintptr_t)workers[j].slot[0] - FAKE_BASE) / (KT_FRAME_SIZE << HUGE_ORDER))
+				shared++;
+	check(sum_nulls() == 0, "start-points", "alloc-null", (long)sum_nulls(), 0);
+	check(shared == 0, "start-points", "cpus-sharing-a-2m-group", (long)shared, 0);
+	pr_info("nbbs: START-POINTS layout=%s frames=%lu cpu0_frame=%lu cpu1_frame=%ld\n", in.name, in.nframes,
+		workers[0].slot[0] ? (unsigned long)(((uintptr_t)workers[0].slot[0] - FAKE_BASE) / KT_FRAME_SIZE) : 0UL,
+		nworkers > 1 && workers[1].slot[0] ?
+			(long)(((uintptr_t)workers[1].slot[0] - FAKE_BASE) / KT_FRAME_SIZE) : -1L);
+	run_phase(W_DRAIN);
+	if (stuck)
+		return;
+	check(sum_bad_free() == 0, "start-points", "free-of-live-block", (long)sum_bad_free(), 0);
+	check_empty(&in, "start-points");
+	inst_fini(&in);
 }
 
 /* Every thread frees the same blocks at once: each must be freed once. */
@@ -1032,6 +1074,8 @@ static int __init nbbs_kmod_init(void)
 		check(false, "setup", "inst_init", 0, 0);
 		goto fini;
 	}
+	start_points(NBBS_LAYOUT_BUNCH, 14);
+	start_points(NBBS_LAYOUT_TREE, 14);
 	for (i = 0; i < 2 && !stuck; i++) {
 		struct inst *in = &insts[i];
 

@@ -133,7 +133,7 @@ nbbs_t *nbbs_init(void *meta, size_t meta_size, void *base, size_t arena_size,
     b->hint_mask = g.nhints - 1;
     for (unsigned i = 0; i < g.nhints; i++) /* spread the start points (every order's) */
         for (unsigned j = 0; j < NBBS_HINT_STRIDE; j++)
-            nb_init_store(&b->hints[i * NBBS_HINT_STRIDE + j], g.nleaves * i / g.nhints);
+            nb_init_store(&b->hints[i * NBBS_HINT_STRIDE + j], nbbs__cell_start(b, i));
     p += g.hint_bytes;
     b->holes = (NBBS_ATOMIC(uint64_t) *)p;
     b->group_order = g.group_order;

@@ -165,6 +165,22 @@ static inline NBBS_ATOMIC(uint64_t) *nbbs__hint(const nbbs_t *b)
     return &b->hints[(cell & b->hint_mask) * NBBS_HINT_STRIDE];
 }
 
+/* Where hint cell ci starts (every order's word; nbbs_init): the slot named
+ * by ci's bits reversed, of as many slots as cells (a power of two), so that
+ * cells with nearby numbers start far apart. Where the cell is the CPU
+ * (NBBS_CPU_ID), CPUs 0, 1, 2 and 3 start at 0, 1/2, 1/4 and 3/4 of the
+ * arena; in order (ci / cells) the first two would start in one 2 MiB group
+ * of a 64 MiB arena (64 cells, 1 MiB apart). Needs b->nleaves and
+ * b->hint_mask. */
+static inline uint64_t nbbs__cell_start(const nbbs_t *b, unsigned ci)
+{
+    unsigned cells = (unsigned)b->hint_mask + 1u, r = 0;
+    for (unsigned m = 1, t = cells >> 1; m < cells; m <<= 1, t >>= 1)
+        if (ci & m)
+            r |= t;
+    return (b->nleaves * r) >> __builtin_ctz(cells);
+}
+
 /* The calling context's hint for blocks of one order: word `order` of its
  * cell (orders from NBBS_HINT_STRIDE - 1 up share the last word). One fill
  * point per order, as a free-list buddy keeps a list per order: an order-0
