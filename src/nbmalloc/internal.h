@@ -400,6 +400,7 @@ typedef struct nbm_options {
     uint64_t purge_delay_ns;  /* NBM_PURGE_DELAY_MS: the policy's window (decay.c) */
     uint64_t cache_max;       /* NBM_MEDIUM_CACHE_MB, bytes; UINT64_MAX = no fixed cap */
     uint64_t limit;           /* NBM_LIMIT_MB, bytes; 0 = none */
+    uint32_t move_budget;     /* NBM_MOVE_BUDGET: moves outstanding at most (medium.c) */
 } nbm_options_t;
 
 NBM_HIDDEN extern nbm_options_t nbm__opt;
@@ -502,6 +503,8 @@ NBM_HIDDEN void  nbm__block_free_pieces(nbm_arena_t *ar, void *p, size_t pages);
 #define NBM_MOVE_ORDER 6                     /* 256 KiB */
 #define NBM_MOVE_MIN   ((size_t)64 << 10)
 #define NBM_MOVE_CACHED_MIN ((size_t)1 << 20) /* from cached medium blocks: holes of 1 MiB and up */
+#define NBM_MOVE_BUDGET     4096u  /* moves outstanding at most, by default (NBM_MOVE_BUDGET=N) */
+#define NBM_MOVE_BUDGET_MAX 16384u /* two mappings each: well inside vm.max_map_count's 65530 */
 typedef struct nbm_hole {
     size_t off, len; /* len 0: none */
 } nbm_hole_t;

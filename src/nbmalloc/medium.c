@@ -437,9 +437,9 @@ void nbm__decay_sweep(bool all)
  * source stays as it was). A move that continues the thread's previous one
  * (source and destination both right after it) extends that mapping
  * instead. A process has a limited number of mappings (vm.max_map_count,
- * 65530 by default), so at most NBM_MOVE_BUDGET moves (two mappings each)
- * are outstanding: a move beyond it is not made, and the request faults in
- * its memory instead. Each is counted in its destination block's extent
+ * 65530 by default), so at most NBM_MOVE_BUDGET moves (two mappings each;
+ * 4096 unless the option lowers it) are outstanding: a move beyond it is
+ * not made, and the request faults in its memory instead. Each is counted in its destination block's extent
  * word; mapping the block afresh (heal: mmap MAP_FIXED over it, when it is
  * purged) merges it back into its neighbours and gives its count back. A
  * count lost (a block that became a page, a saturated count) only lowers
@@ -448,24 +448,25 @@ void nbm__decay_sweep(bool all)
  * piece (Linux 6.17 and later; before, it fails), so the pieces multiply
  * (2,929 mappings after 1,000 replacements of `large-blocks`): such moves
  * are made only while the process has few mappings (maps_check). */
-#define NBM_MOVE_BUDGET 4096u
 #define NBM_FRAGS_MAX   255u
 
-static _Atomic uint32_t move_budget = NBM_MOVE_BUDGET;
+/* Moves outstanding, at most nbm__opt.move_budget (NBM_MOVE_BUDGET, 4096 by
+ * default; read at start-up, before any move). */
+static _Atomic uint32_t moves_out;
 static _Thread_local uintptr_t last_src NBM_TLS, last_dst NBM_TLS; /* ends of the thread's last move */
 
 static bool budget_take(void)
 {
-    uint32_t b = nbm_load_u32_relaxed(&move_budget);
-    while (b && !nbm_cas_u32(&move_budget, &b, b - 1))
+    uint32_t n = nbm_load_u32_relaxed(&moves_out);
+    while (n < nbm__opt.move_budget && !nbm_cas_u32(&moves_out, &n, n + 1))
         ;
-    return b != 0;
+    return n < nbm__opt.move_budget;
 }
 
-static void budget_give(uint32_t n)
+static void budget_give(uint32_t k)
 {
-    uint32_t b = nbm_load_u32_relaxed(&move_budget);
-    while (!nbm_cas_u32(&move_budget, &b, b + n > NBM_MOVE_BUDGET ? NBM_MOVE_BUDGET : b + n))
+    uint32_t n = nbm_load_u32_relaxed(&moves_out);
+    while (!nbm_cas_u32(&moves_out, &n, k > n ? 0 : n - k))
         ;
 }
 
