@@ -33,13 +33,38 @@
  *       and faults in almost nothing; a 3 MiB calloc that takes more of it
  *       reads zeros; each block keeps its own bytes. With --no-rss (the
  *       sanitizers fault in their shadow memory) only the bytes are checked.
+ *   nbm_test_policy budget [--no-rss]  (run with NBM_MOVE_BUDGET=B, B <= 1024,
+ *                                       and NBM_PURGE_DELAY_MS=10000)
+ *     the cap on moves (medium.c, "moving resident pages"). A cached source
+ *     block has every other page resident (each resident run is one page:
+ *     one move, one budget unit), and requests of 1.5 MiB take up to 16 of
+ *     them each (NBM_FILL_CALLS); the pages a request received are the ones
+ *     resident before it is touched (mincore), so the moves are counted
+ *     exactly, with no statistics:
+ *     spend: exactly B pages move in all, then none: the requests past the
+ *       budget fault in their memory; calloc reads zeros (the moved pages
+ *       held the source's bytes), every block keeps the bytes written;
+ *     maps: each move adds at most two mappings (the destination's mapping
+ *       cut around it; the source stays as it was, MREMAP_DONTUNMAP), so
+ *       /proc/self/maps stays below M0 + 2 B + slack at every request, and
+ *       through 200 rounds of freeing and allocating blocks of four classes
+ *       with the budget spent (the freed blocks, moved into, become sources
+ *       too);
+ *     spares: with the budget spent, a request whose hole the heap's spare
+ *       pages would fill purges a run of them instead (spare.c): the small
+ *       objects still live and new ones keep their bytes;
+ *     heal: after nbm_purge (every cached block purged, those moved into
+ *       mapped afresh) the mappings are back near M0 and exactly B pages
+ *       move again: the budget came back whole.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <string.h>
@@ -362,6 +387,223 @@ static void test_move_orders(bool rss)
     nbm_free(c);
 }
 
+/* --- budget: the cap on moves ------------------------------------------------ */
+
+static size_t maps_count(void)
+{
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char buf[4096];
+    size_t n = 0;
+    ssize_t k;
+    while ((k = read(fd, buf, sizeof buf)) > 0)
+        for (ssize_t i = 0; i < k; i++)
+            n += buf[i] == '\n';
+    close(fd);
+    return n;
+}
+
+static size_t resident_pages(void *p, size_t len)
+{
+    static unsigned char vec[(64 << 20) / 4096];
+    size_t pages = len / 4096, n = 0;
+    if (pages > sizeof vec || mincore(p, len, vec) != 0) {
+        CHECK(!"mincore of a block");
+        return 0;
+    }
+    for (size_t i = 0; i < pages; i++)
+        n += vec[i] & 1u;
+    return n;
+}
+
+#define BUD_REQ   (MIB + MIB / 2) /* a hole of 1.5 MiB: cached blocks fill it (1 MiB and up) */
+#define BUD_CALLS 16              /* moves one request makes at most (NBM_FILL_CALLS) */
+#define BUD_SLACK 24              /* mappings nbmalloc or the test's libc may add on their own */
+#define BUD_MAX   1024
+#define BUD_LIVE  (BUD_MAX / BUD_CALLS + 8)
+
+static unsigned budget;         /* NBM_MOVE_BUDGET */
+static size_t maps0;            /* mappings before the first move */
+static char *bud_blk[BUD_LIVE]; /* live blocks, each filled with its tag */
+static size_t bud_size[BUD_LIVE];
+static unsigned char bud_tag[BUD_LIVE];
+
+/* A cached source block: every other page written (resident runs of one
+ * page), freed. Far larger than any request here (a request may take a
+ * cached block up to 4 times its class whole). */
+static void bud_source(void)
+{
+    size_t size = 32 * MIB;
+    while (size / 8192 < (size_t)budget + 256)
+        size *= 2;
+    char *s = nbm_malloc(size);
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    for (size_t i = 0; i < size; i += 8192)
+        memset(s + i, 0x77, 4096);
+    nbm_free(s);
+}
+
+static size_t bud_bound(void)
+{
+    return maps0 + 2 * (size_t)budget + BUD_SLACK;
+}
+
+/* A block of size in slot i (calloc every other time): the pages moved
+ * into it (resident before it is touched), zeros if calloc'ed, then its tag
+ * written all over. */
+static size_t bud_alloc(int i, size_t size, bool zero, unsigned char tag)
+{
+    char *b = zero ? nbm_calloc(1, size) : nbm_malloc(size);
+    CHECK(b != NULL);
+    bud_blk[i] = b;
+    if (!b)
+        return 0;
+    size_t moved = resident_pages(b, size), nonzero = 0;
+    if (zero) {
+        for (size_t k = 0; k < size; k++)
+            nonzero += b[k] != 0;
+        CHECK_EQ(nonzero, 0);
+    }
+    memset(b, tag, size);
+    bud_size[i] = size;
+    bud_tag[i] = tag;
+    return moved;
+}
+
+static void bud_verify(int n)
+{
+    size_t wrong = 0;
+    for (int i = 0; i < n; i++)
+        if (bud_blk[i])
+            for (size_t k = 0; k < bud_size[i]; k++)
+                wrong += (unsigned char)bud_blk[i][k] != bud_tag[i];
+    CHECK_EQ(wrong, 0);
+}
+
+static void bud_free_all(int n)
+{
+    for (int i = 0; i < n; i++) {
+        nbm_free(bud_blk[i]);
+        bud_blk[i] = NULL;
+    }
+}
+
+/* Requests until the budget is spent and 8 past it: exactly `budget` pages
+ * move, as many as each request may until none is left. */
+static int bud_spend(const char *what, bool rss)
+{
+    int n = (int)(budget / BUD_CALLS) + 8;
+    size_t total = 0, worst = 0;
+    long f0 = minor_faults();
+    for (int i = 0; i < n; i++) {
+        size_t left = total < budget ? budget - total : 0, want = left < BUD_CALLS ? left : BUD_CALLS;
+        size_t moved = bud_alloc(i, BUD_REQ, i & 1, (unsigned char)(i + 1));
+        CHECK_EQ(moved, want);
+        total += moved;
+        size_t m = maps_count();
+        worst = m > worst ? m : worst;
+        CHECK(m <= bud_bound());
+    }
+    long faults = minor_faults() - f0;
+    bud_verify(n);
+    CHECK_EQ(total, budget);
+    printf("budget %s: %zu pages moved by %d requests of 1.5 MiB (budget %u), %ld faults; mappings %zu at most (%zu before, bound %zu)\n",
+           what, total, n, budget, faults, worst, maps0, bud_bound());
+    if (rss) /* the requests past the budget fault in their memory */
+        CHECK(faults >= (long)((size_t)(n - (int)(budget / BUD_CALLS) - 1) * (BUD_REQ / 4096)));
+    return n;
+}
+
+/* With the budget spent: blocks of four classes freed and allocated again,
+ * round after round (freed blocks, moved into, are cached sources too). */
+static void bud_churn(int n)
+{
+    static const size_t sizes[] = { BUD_REQ, MIB + 64 * 1024, 3 * MIB, 2 * MIB + 4096 };
+    size_t worst = 0;
+    for (int r = 0; r < 200; r++) {
+        int i = (r * 7) % n;
+        nbm_free(bud_blk[i]);
+        bud_alloc(i, sizes[r % 4], r & 1, (unsigned char)(0x80 + r));
+        size_t m = maps_count();
+        worst = m > worst ? m : worst;
+        CHECK(m <= bud_bound());
+        if (r % 50 == 49)
+            bud_verify(n);
+    }
+    printf("budget churn: 200 rounds, mappings %zu at most (bound %zu)\n", worst, bud_bound());
+}
+
+/* With the budget spent, a request the heap's spare pages would fill:
+ * the move is refused and the run of spares purged and returned (spare.c).
+ * The live small objects keep their bytes, and new ones work. */
+static void bud_spares(void)
+{
+    enum { OBJS = 16 * 1024 }; /* 1 MiB of 64-byte objects: 16 pages of 64 KiB */
+    static char *o[OBJS];
+    for (int i = 0; i < OBJS; i++) {
+        o[i] = nbm_malloc(64);
+        CHECK(o[i] != NULL);
+        memset(o[i], i & 0xff, 64);
+    }
+    for (int i = 0; i < OBJS; i++)
+        if (i % 4096 != 0) { /* one object keeps every fourth page or so */
+            nbm_free(o[i]);
+            o[i] = NULL;
+        }
+    char *b = nbm_calloc(1, BUD_REQ); /* its hole goes to the spares first */
+    CHECK(b != NULL);
+    size_t nonzero = 0, wrong = 0;
+    for (size_t k = 0; b && k < BUD_REQ; k++)
+        nonzero += b[k] != 0;
+    CHECK_EQ(nonzero, 0);
+    for (int i = 0; i < OBJS; i++)
+        if (o[i])
+            for (int k = 0; k < 64; k++)
+                wrong += (unsigned char)o[i][k] != (i & 0xff);
+    for (int i = 0; i < OBJS; i++)
+        if (!o[i]) {
+            o[i] = nbm_malloc(64);
+            CHECK(o[i] != NULL);
+            memset(o[i], 0xa5, 64);
+        }
+    for (int i = 0; i < OBJS; i++)
+        for (int k = 0; k < 64; k++)
+            wrong += (unsigned char)o[i][k] != (i % 4096 != 0 ? 0xa5 : (i & 0xff));
+    CHECK_EQ(wrong, 0);
+    nbm_free(b);
+    for (int i = 0; i < OBJS; i++)
+        nbm_free(o[i]);
+}
+
+static void test_budget(bool rss)
+{
+    const char *e = getenv("NBM_MOVE_BUDGET");
+    budget = e ? (unsigned)strtoul(e, NULL, 10) : 0;
+    if (!e || budget < BUD_CALLS || budget > BUD_MAX) {
+        CHECK(!"NBM_MOVE_BUDGET set, from 16 to 1024");
+        return;
+    }
+    bud_source();
+    maps0 = maps_count();
+    int n = bud_spend("spend", rss);
+    bud_churn(n);
+    bud_spares();
+    bud_verify(n);
+    bud_free_all(n);
+    nbm_purge(); /* every cached block purged: those moved into mapped afresh */
+    size_t healed = maps_count();
+    printf("budget heal: %zu mappings after nbm_purge (%zu before the first move)\n", healed, maps0);
+    CHECK(healed <= maps0 + BUD_SLACK);
+    bud_source();
+    maps0 = maps_count();
+    n = bud_spend("again", rss);
+    bud_free_all(n);
+    nbm_purge();
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -374,12 +616,14 @@ int main(int argc, char **argv)
         bool rss = !(argc > 2 && !strcmp(argv[2], "--no-rss"));
         test_move_phase(rss);
         test_move_orders(rss);
+    } else if (!strcmp(mode, "budget")) {
+        test_budget(!(argc > 2 && !strcmp(argv[2], "--no-rss")));
     } else if (!strcmp(mode, "limit")) {
         test_limit();
     } else if (!strcmp(mode, "nocache")) {
         test_nocache();
     } else {
-        fprintf(stderr, "usage: nbm_test_policy policy|nocache|limit|move [--no-rss]\n");
+        fprintf(stderr, "usage: nbm_test_policy policy|nocache|limit|move|budget [--no-rss]\n");
         return 2;
     }
     TEST_MAIN_END();
