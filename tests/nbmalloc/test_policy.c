@@ -50,8 +50,8 @@
  *       through 200 rounds of freeing and allocating blocks of four classes
  *       with the budget spent (the freed blocks, moved into, become sources
  *       too);
- *     spares: with the budget spent, a request whose hole the heap's spare
- *       pages would fill purges a run of them instead (spare.c): the small
+ *     spares: with the budget spent, a request of 5 MiB (a new block: a
+ *       hole) whose hole the heap's spare pages would fill: the small
  *       objects still live and new ones keep their bytes;
  *     heal: after nbm_purge (every cached block purged, those moved into
  *       mapped afresh) the mappings are back near M0 and exactly B pages
@@ -548,15 +548,36 @@ static void bud_spares(void)
         CHECK(o[i] != NULL);
         memset(o[i], i & 0xff, 64);
     }
+    /* The 64 KiB pages whose objects all go: the heap's spares then. */
+    static uintptr_t empty[OBJS / 1024 + 2];
+    size_t nempty = 0;
+    for (int i = 0; i < OBJS; i++) {
+        uintptr_t pg = (uintptr_t)o[i] & ~(uintptr_t)0xffff;
+        bool kept = false, seen = false;
+        for (int k = 0; k < OBJS && !kept; k += 4096)
+            kept = ((uintptr_t)o[k] & ~(uintptr_t)0xffff) == pg;
+        for (size_t k = 0; k < nempty && !seen; k++)
+            seen = empty[k] == pg;
+        if (!kept && !seen && nempty < sizeof empty / sizeof *empty)
+            empty[nempty++] = pg;
+    }
     for (int i = 0; i < OBJS; i++)
         if (i % 4096 != 0) { /* one object keeps every fourth page or so */
             nbm_free(o[i]);
             o[i] = NULL;
         }
-    char *b = nbm_calloc(1, BUD_REQ); /* its hole goes to the spares first */
+    size_t res0 = 0, res1 = 0;
+    for (size_t k = 0; k < nempty; k++)
+        res0 += resident_pages((void *)empty[k], 0x10000);
+    const size_t size = 5 * MIB; /* a class nothing cached holds: a new block, a hole */
+    char *b = nbm_calloc(1, size); /* its hole goes to the spares first */
     CHECK(b != NULL);
+    for (size_t k = 0; k < nempty; k++)
+        res1 += resident_pages((void *)empty[k], 0x10000);
+    printf("budget spares: %zu empty pages of 64 KiB, %zu KiB of them resident before the request, %zu KiB after\n",
+           nempty, res0 * 4, res1 * 4);
     size_t nonzero = 0, wrong = 0;
-    for (size_t k = 0; b && k < BUD_REQ; k++)
+    for (size_t k = 0; b && k < size; k++)
         nonzero += b[k] != 0;
     CHECK_EQ(nonzero, 0);
     for (int i = 0; i < OBJS; i++)
