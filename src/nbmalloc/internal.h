@@ -520,6 +520,11 @@ NBM_HIDDEN size_t nbm__medium_fill(char *block, size_t off, size_t len);
  * budget of mappings moves may leave behind; false if refused or over
  * budget (the caller faults instead). */
 NBM_HIDDEN bool  nbm__medium_move(char *block, char *dst, void *src, size_t len, bool pieces);
+/* Whether a move (not out of pieces) from src to dst would be made as far as
+ * the budget goes: it extends the thread's last move, or budget is left
+ * (racy: nbm__medium_move may still refuse it). Callers ask before they
+ * give up anything for the move. */
+NBM_HIDDEN bool  nbm__medium_may_move(const void *dst, const void *src);
 NBM_HIDDEN void  nbm__medium_free(nbm_arena_t *ar, void *p, const char *who);
 NBM_HIDDEN size_t nbm__medium_size(nbm_arena_t *ar, const void *p, const char *who, const char *freed);
 NBM_HIDDEN nbm_arena_t *nbm__arena_at(uint32_t i);

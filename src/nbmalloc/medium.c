@@ -470,6 +470,16 @@ static void budget_give(uint32_t k)
         ;
 }
 
+static bool budget_left(void)
+{
+    return nbm_load_u32_relaxed(&moves_out) < nbm__opt.move_budget;
+}
+
+bool nbm__medium_may_move(const void *dst, const void *src)
+{
+    return ((uintptr_t)src == last_src && (uintptr_t)dst == last_dst) || budget_left();
+}
+
 /* The block at p (of order >= NBM_MOVE_ORDER, ours alone) mapped afresh:
  * empty, purged, its moves' mappings merged away and their budget back. If
  * the kernel refuses, it is purged as usual and the count stays. */
@@ -596,6 +606,13 @@ size_t nbm__medium_fill(char *block, size_t off, size_t len)
     size_t need = len >> NBM_PAGE_SHIFT, done = 0;
     unsigned tried = 0, calls = 0;
     bool ok = true;
+    /* With the budget spent, no source is popped, scanned (mincore) or has
+     * its page's unit words forgotten for a move that would be refused.
+     * (Its first move never extends the last one: take_top moves the top
+     * of what is resident, so nothing resident follows a source's moved
+     * range.) */
+    if (!budget_left())
+        return 0;
     for (unsigned cls = NBM_MCLASSES - 1; ok && cls >= NBM_MOVE_CLASS && done < need && tried < NBM_FILL_SOURCES; cls--) {
         uint32_t first = 0, last = 0;
         while (ok && done < need && tried < NBM_FILL_SOURCES && calls < NBM_FILL_CALLS) {

@@ -51,8 +51,11 @@
  *       with the budget spent (the freed blocks, moved into, become sources
  *       too);
  *     spares: with the budget spent, a request of 5 MiB (a new block: a
- *       hole) whose hole the heap's spare pages would fill: the small
- *       objects still live and new ones keep their bytes;
+ *       hole) whose hole the heap's spare pages would fill leaves them
+ *       resident (they stay the heap's; before, a run of them was purged
+ *       for a move that was then refused); the small objects still live
+ *       and new ones keep their bytes. With budget (at the end) the
+ *       spares move into such a request;
  *     heal: after nbm_purge (every cached block purged, those moved into
  *       mapped afresh) the mappings are back near M0 and exactly B pages
  *       move again: the budget came back whole.
@@ -539,7 +542,7 @@ static void bud_churn(int n)
 /* With the budget spent, a request the heap's spare pages would fill:
  * the move is refused and the run of spares purged and returned (spare.c).
  * The live small objects keep their bytes, and new ones work. */
-static void bud_spares(void)
+static void bud_spares(bool spent)
 {
     enum { OBJS = 16 * 1024 }; /* 1 MiB of 64-byte objects: 16 pages of 64 KiB */
     static char *o[OBJS];
@@ -574,8 +577,13 @@ static void bud_spares(void)
     CHECK(b != NULL);
     for (size_t k = 0; k < nempty; k++)
         res1 += resident_pages((void *)empty[k], 0x10000);
-    printf("budget spares: %zu empty pages of 64 KiB, %zu KiB of them resident before the request, %zu KiB after\n",
-           nempty, res0 * 4, res1 * 4);
+    printf("budget spares (%s): %zu empty pages of 64 KiB, %zu KiB of them resident before the request, %zu KiB after\n",
+           spent ? "budget spent" : "budget back", nempty, res0 * 4, res1 * 4);
+    CHECK(nempty >= 8 && res0 == nempty * 16);
+    if (spent) /* the spares stay the heap's, not purged for a refused move */
+        CHECK_EQ(res1, res0);
+    else /* they move into the request */
+        CHECK(res1 + 8 * 16 <= res0);
     size_t nonzero = 0, wrong = 0;
     for (size_t k = 0; b && k < size; k++)
         nonzero += b[k] != 0;
@@ -611,7 +619,7 @@ static void test_budget(bool rss)
     maps0 = maps_count();
     int n = bud_spend("spend", rss);
     bud_churn(n);
-    bud_spares();
+    bud_spares(true);
     bud_verify(n);
     bud_free_all(n);
     nbm_purge(); /* every cached block purged: those moved into mapped afresh */
@@ -622,6 +630,8 @@ static void test_budget(bool rss)
     maps0 = maps_count();
     n = bud_spend("again", rss);
     bud_free_all(n);
+    nbm_purge();
+    bud_spares(false);
     nbm_purge();
 }
 
