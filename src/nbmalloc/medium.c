@@ -435,19 +435,20 @@ void nbm__decay_sweep(bool all)
  * they keep their source's offset, so they cannot merge with their new
  * neighbours, and the mapping they land in is cut in two around them (the
  * source stays as it was). A move that continues the thread's previous one
- * (source and destination both right after it) extends that mapping
- * instead. A process has a limited number of mappings (vm.max_map_count,
- * 65530 by default), so at most NBM_MOVE_BUDGET moves (two mappings each;
- * 4096 unless the option lowers it) are outstanding: a move beyond it is
- * not made, and the request faults in its memory instead. Each is counted in its destination block's extent
- * word; mapping the block afresh (heal: mmap MAP_FIXED over it, when it is
- * purged) merges it back into its neighbours and gives its count back. A
- * count lost (a block that became a page, a saturated count) only lowers
- * the budget. Above a block's moved_top (every range moved into it lies
- * below) the block is one mapping; below, a move out makes one mapping per
- * piece (Linux 6.17 and later; before, it fails), so the pieces multiply
- * (2,929 mappings after 1,000 replacements of `large-blocks`): such moves
- * are made only while the process has few mappings (maps_check). */
+ * (source and destination both right after it) extends that mapping instead.
+ * A process has a limited number of mappings (vm.max_map_count, 65530 by
+ * default), so at most nbm__opt.move_budget moves (two mappings each;
+ * NBM_MOVE_BUDGET, 4096 by default) are outstanding: a move beyond it is not
+ * made, and the request faults in its memory instead. Each is counted in its
+ * destination block's extent word; mapping the block afresh (heal: mmap
+ * MAP_FIXED over it, when it is purged) merges it back into its neighbours
+ * and gives its count back. A count lost (a block that became a page, a
+ * saturated count) only lowers the budget. Above a block's moved_top (every
+ * range moved into it lies below) the block is one mapping; below, a move
+ * out makes one mapping per piece (Linux 6.17 and later; before, it fails),
+ * so the pieces multiply (2,929 mappings after 1,000 replacements of
+ * `large-blocks`): such moves are made only while the process has few
+ * mappings (maps_check). */
 #define NBM_FRAGS_MAX   255u
 
 /* Moves outstanding, at most nbm__opt.move_budget (NBM_MOVE_BUDGET, 4096 by
