@@ -12,6 +12,9 @@
  *   NBM_LIMIT_MB=N           at most N MiB of arenas and huge mappings
  *                            reserved at once (default 0 = no limit but the
  *                            OS's): beyond it, requests fail with ENOMEM
+ *   NBM_MOVE_BUDGET=N        at most N moves of resident pages outstanding
+ *                            (medium.c; default 4096, at most 16384; 0 = no
+ *                            moves): lowered by the tests to reach the cap
  *
  * Start-up must not allocate: under LD_PRELOAD the first malloc may come from
  * the dynamic loader or libc's own initialisation. getenv, getauxval, mmap and
@@ -28,7 +31,8 @@
 
 #include "internal.h"
 
-nbm_options_t nbm__opt = { .purge_delay_ns = 1000000000ull, .cache_max = UINT64_MAX };
+nbm_options_t nbm__opt = { .purge_delay_ns = 1000000000ull, .cache_max = UINT64_MAX,
+                           .move_budget = NBM_MOVE_BUDGET };
 uintptr_t nbm__secret;
 _Atomic uint32_t nbm__ready;
 nbm_gstats_t nbm__gstats;
@@ -52,6 +56,8 @@ void nbm__options_read(void)
     nbm__opt.cache_max = env_num("NBM_MEDIUM_CACHE_MB", UINT64_MAX >> 20);
     nbm__opt.cache_max = nbm__opt.cache_max >= (UINT64_MAX >> 20) ? UINT64_MAX : nbm__opt.cache_max << 20;
     nbm__opt.limit = env_num("NBM_LIMIT_MB", 0) << 20;
+    uint64_t mb = env_num("NBM_MOVE_BUDGET", NBM_MOVE_BUDGET);
+    nbm__opt.move_budget = mb > NBM_MOVE_BUDGET_MAX ? NBM_MOVE_BUDGET_MAX : (uint32_t)mb;
     nbm__opt.stats_fd = 2;
     if (nbm__opt.show_stats) {
         int fd = fcntl(2, F_DUPFD_CLOEXEC, 3);
@@ -95,6 +101,8 @@ void nbm__init(void)
                 nbm__write_num(2, nbm__opt.cache_max >> 20);
             nbm__write_str(2, " limit_mb=");
             nbm__write_num(2, nbm__opt.limit >> 20);
+            nbm__write_str(2, " move_budget=");
+            nbm__write_num(2, nbm__opt.move_budget);
             nbm__write_str(2, " show_stats=");
             nbm__write_num(2, nbm__opt.show_stats);
             nbm__write_str(2, "\n");

@@ -400,6 +400,7 @@ typedef struct nbm_options {
     uint64_t purge_delay_ns;  /* NBM_PURGE_DELAY_MS: the policy's window (decay.c) */
     uint64_t cache_max;       /* NBM_MEDIUM_CACHE_MB, bytes; UINT64_MAX = no fixed cap */
     uint64_t limit;           /* NBM_LIMIT_MB, bytes; 0 = none */
+    uint32_t move_budget;     /* NBM_MOVE_BUDGET: moves outstanding at most (medium.c) */
 } nbm_options_t;
 
 NBM_HIDDEN extern nbm_options_t nbm__opt;
@@ -502,6 +503,8 @@ NBM_HIDDEN void  nbm__block_free_pieces(nbm_arena_t *ar, void *p, size_t pages);
 #define NBM_MOVE_ORDER 6                     /* 256 KiB */
 #define NBM_MOVE_MIN   ((size_t)64 << 10)
 #define NBM_MOVE_CACHED_MIN ((size_t)1 << 20) /* from cached medium blocks: holes of 1 MiB and up */
+#define NBM_MOVE_BUDGET     4096u  /* moves outstanding at most, by default (NBM_MOVE_BUDGET=N) */
+#define NBM_MOVE_BUDGET_MAX 16384u /* two mappings each: well inside vm.max_map_count's 65530 */
 typedef struct nbm_hole {
     size_t off, len; /* len 0: none */
 } nbm_hole_t;
@@ -517,6 +520,11 @@ NBM_HIDDEN size_t nbm__medium_fill(char *block, size_t off, size_t len);
  * budget of mappings moves may leave behind; false if refused or over
  * budget (the caller faults instead). */
 NBM_HIDDEN bool  nbm__medium_move(char *block, char *dst, void *src, size_t len, bool pieces);
+/* Whether a move (not out of pieces) from src to dst would be made as far as
+ * the budget goes: it extends the thread's last move, or budget is left
+ * (racy: nbm__medium_move may still refuse it). Callers ask before they
+ * give up anything for the move. */
+NBM_HIDDEN bool  nbm__medium_may_move(const void *dst, const void *src);
 NBM_HIDDEN void  nbm__medium_free(nbm_arena_t *ar, void *p, const char *who);
 NBM_HIDDEN size_t nbm__medium_size(nbm_arena_t *ar, const void *p, const char *who, const char *freed);
 NBM_HIDDEN nbm_arena_t *nbm__arena_at(uint32_t i);

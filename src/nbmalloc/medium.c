@@ -435,38 +435,50 @@ void nbm__decay_sweep(bool all)
  * they keep their source's offset, so they cannot merge with their new
  * neighbours, and the mapping they land in is cut in two around them (the
  * source stays as it was). A move that continues the thread's previous one
- * (source and destination both right after it) extends that mapping
- * instead. A process has a limited number of mappings (vm.max_map_count,
- * 65530 by default), so at most NBM_MOVE_BUDGET moves (two mappings each)
- * are outstanding: a move beyond it is not made, and the request faults in
- * its memory instead. Each is counted in its destination block's extent
- * word; mapping the block afresh (heal: mmap MAP_FIXED over it, when it is
- * purged) merges it back into its neighbours and gives its count back. A
- * count lost (a block that became a page, a saturated count) only lowers
- * the budget. Above a block's moved_top (every range moved into it lies
- * below) the block is one mapping; below, a move out makes one mapping per
- * piece (Linux 6.17 and later; before, it fails), so the pieces multiply
- * (2,929 mappings after 1,000 replacements of `large-blocks`): such moves
- * are made only while the process has few mappings (maps_check). */
-#define NBM_MOVE_BUDGET 4096u
+ * (source and destination both right after it) extends that mapping instead.
+ * A process has a limited number of mappings (vm.max_map_count, 65530 by
+ * default), so at most nbm__opt.move_budget moves (two mappings each;
+ * NBM_MOVE_BUDGET, 4096 by default) are outstanding: a move beyond it is not
+ * made, and the request faults in its memory instead. Each is counted in its
+ * destination block's extent word; mapping the block afresh (heal: mmap
+ * MAP_FIXED over it, when it is purged) merges it back into its neighbours
+ * and gives its count back. A count lost (a block that became a page, a
+ * saturated count) only lowers the budget. Above a block's moved_top (every
+ * range moved into it lies below) the block is one mapping; below, a move
+ * out makes one mapping per piece (Linux 6.17 and later; before, it fails),
+ * so the pieces multiply (2,929 mappings after 1,000 replacements of
+ * `large-blocks`): such moves are made only while the process has few
+ * mappings (maps_check). */
 #define NBM_FRAGS_MAX   255u
 
-static _Atomic uint32_t move_budget = NBM_MOVE_BUDGET;
+/* Moves outstanding, at most nbm__opt.move_budget (NBM_MOVE_BUDGET, 4096 by
+ * default; read at start-up, before any move). */
+static _Atomic uint32_t moves_out;
 static _Thread_local uintptr_t last_src NBM_TLS, last_dst NBM_TLS; /* ends of the thread's last move */
 
 static bool budget_take(void)
 {
-    uint32_t b = nbm_load_u32_relaxed(&move_budget);
-    while (b && !nbm_cas_u32(&move_budget, &b, b - 1))
+    uint32_t n = nbm_load_u32_relaxed(&moves_out);
+    while (n < nbm__opt.move_budget && !nbm_cas_u32(&moves_out, &n, n + 1))
         ;
-    return b != 0;
+    return n < nbm__opt.move_budget;
 }
 
-static void budget_give(uint32_t n)
+static void budget_give(uint32_t k)
 {
-    uint32_t b = nbm_load_u32_relaxed(&move_budget);
-    while (!nbm_cas_u32(&move_budget, &b, b + n > NBM_MOVE_BUDGET ? NBM_MOVE_BUDGET : b + n))
+    uint32_t n = nbm_load_u32_relaxed(&moves_out);
+    while (!nbm_cas_u32(&moves_out, &n, k > n ? 0 : n - k))
         ;
+}
+
+static bool budget_left(void)
+{
+    return nbm_load_u32_relaxed(&moves_out) < nbm__opt.move_budget;
+}
+
+bool nbm__medium_may_move(const void *dst, const void *src)
+{
+    return ((uintptr_t)src == last_src && (uintptr_t)dst == last_dst) || budget_left();
 }
 
 /* The block at p (of order >= NBM_MOVE_ORDER, ours alone) mapped afresh:
@@ -595,6 +607,13 @@ size_t nbm__medium_fill(char *block, size_t off, size_t len)
     size_t need = len >> NBM_PAGE_SHIFT, done = 0;
     unsigned tried = 0, calls = 0;
     bool ok = true;
+    /* With the budget spent, no source is popped, scanned (mincore) or has
+     * its page's unit words forgotten for a move that would be refused.
+     * (Its first move never extends the last one: take_top moves the top
+     * of what is resident, so nothing resident follows a source's moved
+     * range.) */
+    if (!budget_left())
+        return 0;
     for (unsigned cls = NBM_MCLASSES - 1; ok && cls >= NBM_MOVE_CLASS && done < need && tried < NBM_FILL_SOURCES; cls--) {
         uint32_t first = 0, last = 0;
         while (ok && done < need && tried < NBM_FILL_SOURCES && calls < NBM_FILL_CALLS) {

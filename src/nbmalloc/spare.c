@@ -94,7 +94,11 @@ void nbm__spares_give(nbm_tcache_t *tc)
 /* Whole spares, larger pages first, their memory moved into the hole; a run
  * of spares that follow each other on the list and in memory (as pages
  * emptied in the order they were filled do) moves with one call. Each
- * leaves the heap as a released spare does, but with nothing left to purge. */
+ * leaves the heap as a released spare does, but with nothing left to purge.
+ * While the move budget is spent the spares are left where they are; a
+ * move refused all the same (another thread took the last of the budget,
+ * or the kernel refused) purges its run, already forgotten, and returns it
+ * to the back-end: its pages were empty, nothing is lost. */
 size_t nbm__spares_fill(nbm_tcache_t *tc, char *block, size_t off, size_t len)
 {
     char *dst = block + off;
@@ -105,6 +109,11 @@ size_t nbm__spares_fill(nbm_tcache_t *tc, char *block, size_t off, size_t len)
         while (tc->spare[k] && len - done >= size) {
             nbm_page_t *last = tc->spare[k];
             uintptr_t base = nbm__page_base(last);
+            /* Over budget the spares stay the heap's: once detached and
+             * forgotten they could only be purged (below), and the request
+             * faults all the same. */
+            if (!nbm__medium_may_move(dst + done, (void *)base))
+                return done;
             size_t run = size;
             uint32_t n = 1;
             while (last->next && len - done - run >= size && nbm__page_base(last->next) == base + run) {

@@ -33,14 +33,45 @@
  *       and faults in almost nothing; a 3 MiB calloc that takes more of it
  *       reads zeros; each block keeps its own bytes. With --no-rss (the
  *       sanitizers fault in their shadow memory) only the bytes are checked.
+ *   nbm_test_policy budget [--no-rss]  (run with NBM_MOVE_BUDGET=B, B <= 1024,
+ *                                       and NBM_PURGE_DELAY_MS=3600000:
+ *                                       nothing decays, so budget comes
+ *                                       back only by nbm_purge)
+ *     the cap on moves (medium.c, "moving resident pages"). A cached source
+ *     block has every other page resident (each resident run is one page:
+ *     one move, one budget unit), and requests of 1.5 MiB take up to 16 of
+ *     them each (NBM_FILL_CALLS); the pages a request received are the ones
+ *     resident before it is touched (mincore), so the moves are counted
+ *     exactly, with no statistics:
+ *     spend: exactly B pages move in all, then none: the requests past the
+ *       budget fault in their memory; calloc reads zeros (the moved pages
+ *       held the source's bytes), every block keeps the bytes written;
+ *     maps: each move adds at most two mappings (the destination's mapping
+ *       cut around it; the source stays as it was, MREMAP_DONTUNMAP), so
+ *       /proc/self/maps stays below M0 + 2 B + slack at every request, and
+ *       through 200 rounds of freeing and allocating blocks of four classes
+ *       with the budget spent (the freed blocks, moved into, become sources
+ *       too);
+ *     spares: with the budget spent, a request of 5 MiB (a new block: a
+ *       hole) whose hole the heap's spare pages would fill leaves them
+ *       resident (they stay the heap's; before, a run of them was purged
+ *       for a move that was then refused); the small objects still live
+ *       and new ones keep their bytes. With budget (at the end) the
+ *       spares move into such a request;
+ *     heal: after nbm_purge (every cached block purged, those moved into
+ *       mapped afresh) the mappings are back near M0 and exactly B pages
+ *       move again: the budget came back whole.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <string.h>
 #include <time.h>
@@ -362,6 +393,271 @@ static void test_move_orders(bool rss)
     nbm_free(c);
 }
 
+/* --- budget: the cap on moves ------------------------------------------------ */
+
+static size_t maps_count(void)
+{
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char buf[4096];
+    size_t n = 0;
+    ssize_t k;
+    while ((k = read(fd, buf, sizeof buf)) > 0)
+        for (ssize_t i = 0; i < k; i++)
+            n += buf[i] == '\n';
+    close(fd);
+    return n;
+}
+
+static size_t resident_pages(void *p, size_t len)
+{
+    static unsigned char vec[(64 << 20) / 4096];
+    size_t pages = len / 4096, n = 0;
+    if (pages > sizeof vec || mincore(p, len, vec) != 0) {
+        CHECK(!"mincore of a block");
+        return 0;
+    }
+    for (size_t i = 0; i < pages; i++)
+        n += vec[i] & 1u;
+    return n;
+}
+
+#define BUD_REQ   (MIB + MIB / 2) /* a hole of 1.5 MiB: cached blocks fill it (1 MiB and up) */
+#define BUD_CALLS 16              /* moves one request makes at most (NBM_FILL_CALLS) */
+#define BUD_SLACK 24              /* mappings nbmalloc or the test's libc may add on their own */
+#define BUD_MAX   1024
+#define BUD_LIVE  (BUD_MAX / BUD_CALLS + 8)
+
+static unsigned budget;         /* NBM_MOVE_BUDGET */
+static size_t maps0;            /* mappings before the first move */
+static char *bud_blk[BUD_LIVE]; /* live blocks, each filled with its tag */
+static size_t bud_size[BUD_LIVE];
+static unsigned char bud_tag[BUD_LIVE];
+
+/* A cached source block: every other page written (resident runs of one
+ * page), freed. Far larger than any request here (a request may take a
+ * cached block up to 4 times its class whole). */
+static void bud_source(void)
+{
+    size_t size = 32 * MIB;
+    while (size / 8192 < (size_t)budget + 256)
+        size *= 2;
+    char *s = nbm_malloc(size);
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    for (size_t i = 0; i < size; i += 8192)
+        memset(s + i, 0x77, 4096);
+    nbm_free(s);
+}
+
+static size_t bud_bound(void)
+{
+    return maps0 + 2 * (size_t)budget + BUD_SLACK;
+}
+
+/* A block of size in slot i (calloc every other time): the pages moved
+ * into it (resident before it is touched), zeros if calloc'ed, then its tag
+ * written all over. */
+static size_t bud_alloc(int i, size_t size, bool zero, unsigned char tag)
+{
+    char *b = zero ? nbm_calloc(1, size) : nbm_malloc(size);
+    CHECK(b != NULL);
+    bud_blk[i] = b;
+    if (!b)
+        return 0;
+    size_t moved = resident_pages(b, size), nonzero = 0;
+    if (zero) {
+        for (size_t k = 0; k < size; k++)
+            nonzero += b[k] != 0;
+        CHECK_EQ(nonzero, 0);
+    }
+    memset(b, tag, size);
+    bud_size[i] = size;
+    bud_tag[i] = tag;
+    return moved;
+}
+
+static void bud_verify(int n)
+{
+    size_t wrong = 0;
+    for (int i = 0; i < n; i++)
+        if (bud_blk[i])
+            for (size_t k = 0; k < bud_size[i]; k++)
+                wrong += (unsigned char)bud_blk[i][k] != bud_tag[i];
+    CHECK_EQ(wrong, 0);
+}
+
+static void bud_free_all(int n)
+{
+    for (int i = 0; i < n; i++) {
+        nbm_free(bud_blk[i]);
+        bud_blk[i] = NULL;
+    }
+}
+
+/* Requests until the budget is spent and 8 past it: exactly `budget` pages
+ * move, as many as each request may until none is left. */
+static int bud_spend(const char *what, bool rss)
+{
+    int n = (int)(budget / BUD_CALLS) + 8;
+    size_t total = 0, worst = 0;
+    long f0 = minor_faults();
+    for (int i = 0; i < n; i++) {
+        size_t left = total < budget ? budget - total : 0, want = left < BUD_CALLS ? left : BUD_CALLS;
+        size_t moved = bud_alloc(i, BUD_REQ, i & 1, (unsigned char)(i + 1));
+        CHECK_EQ(moved, want);
+        total += moved;
+        size_t m = maps_count();
+        worst = m > worst ? m : worst;
+        CHECK(m <= bud_bound());
+    }
+    long faults = minor_faults() - f0;
+    bud_verify(n);
+    CHECK_EQ(total, budget);
+    printf("budget %s: %zu pages moved by %d requests of 1.5 MiB (budget %u), %ld faults; mappings %zu at most (%zu before, bound %zu)\n",
+           what, total, n, budget, faults, worst, maps0, bud_bound());
+    if (rss) /* the requests past the budget fault in their memory */
+        CHECK(faults >= (long)((size_t)(n - (int)(budget / BUD_CALLS) - 1) * (BUD_REQ / 4096)));
+    return n;
+}
+
+/* With the budget spent: blocks of four classes freed and allocated again,
+ * round after round (freed blocks, moved into, are cached sources too). */
+static void bud_churn(int n)
+{
+    static const size_t sizes[] = { BUD_REQ, MIB + 64 * 1024, 3 * MIB, 2 * MIB + 4096 };
+    size_t worst = 0;
+    for (int r = 0; r < 200; r++) {
+        int i = (r * 7) % n;
+        nbm_free(bud_blk[i]);
+        bud_alloc(i, sizes[r % 4], r & 1, (unsigned char)(0x80 + r));
+        size_t m = maps_count();
+        worst = m > worst ? m : worst;
+        CHECK(m <= bud_bound());
+        if (r % 50 == 49)
+            bud_verify(n);
+    }
+    printf("budget churn: 200 rounds, mappings %zu at most (bound %zu)\n", worst, bud_bound());
+}
+
+/* With the budget spent, a request the heap's spare pages would fill:
+ * the move is refused and the run of spares purged and returned (spare.c).
+ * The live small objects keep their bytes, and new ones work. */
+static void bud_spares(bool spent)
+{
+    enum { OBJS = 16 * 1024 }; /* 1 MiB of 64-byte objects: 16 pages of 64 KiB */
+    static char *o[OBJS];
+    for (int i = 0; i < OBJS; i++) {
+        o[i] = nbm_malloc(64);
+        CHECK(o[i] != NULL);
+        memset(o[i], i & 0xff, 64);
+    }
+    /* The 64 KiB pages whose objects all go: the heap's spares then. */
+    static uintptr_t empty[OBJS / 1024 + 2];
+    size_t nempty = 0;
+    for (int i = 0; i < OBJS; i++) {
+        uintptr_t pg = (uintptr_t)o[i] & ~(uintptr_t)0xffff;
+        bool kept = false, seen = false;
+        for (int k = 0; k < OBJS && !kept; k += 4096)
+            kept = ((uintptr_t)o[k] & ~(uintptr_t)0xffff) == pg;
+        for (size_t k = 0; k < nempty && !seen; k++)
+            seen = empty[k] == pg;
+        if (!kept && !seen && nempty < sizeof empty / sizeof *empty)
+            empty[nempty++] = pg;
+    }
+    for (int i = 0; i < OBJS; i++)
+        if (i % 4096 != 0) { /* one object keeps every fourth page or so */
+            nbm_free(o[i]);
+            o[i] = NULL;
+        }
+    size_t res0 = 0, res1 = 0;
+    for (size_t k = 0; k < nempty; k++)
+        res0 += resident_pages((void *)empty[k], 0x10000);
+    const size_t size = 5 * MIB; /* a class nothing cached holds: a new block, a hole */
+    char *b = nbm_calloc(1, size); /* its hole goes to the spares first */
+    CHECK(b != NULL);
+    for (size_t k = 0; k < nempty; k++)
+        res1 += resident_pages((void *)empty[k], 0x10000);
+    printf("budget spares (%s): %zu empty pages of 64 KiB, %zu KiB of them resident before the request, %zu KiB after\n",
+           spent ? "budget spent" : "budget back", nempty, res0 * 4, res1 * 4);
+    CHECK(nempty >= 8 && res0 == nempty * 16);
+    if (spent) /* the spares stay the heap's, not purged for a refused move */
+        CHECK_EQ(res1, res0);
+    else /* they move into the request */
+        CHECK(res1 + 8 * 16 <= res0);
+    size_t nonzero = 0, wrong = 0;
+    for (size_t k = 0; b && k < size; k++)
+        nonzero += b[k] != 0;
+    CHECK_EQ(nonzero, 0);
+    for (int i = 0; i < OBJS; i++)
+        if (o[i])
+            for (int k = 0; k < 64; k++)
+                wrong += (unsigned char)o[i][k] != (i & 0xff);
+    for (int i = 0; i < OBJS; i++)
+        if (!o[i]) {
+            o[i] = nbm_malloc(64);
+            CHECK(o[i] != NULL);
+            memset(o[i], 0xa5, 64);
+        }
+    for (int i = 0; i < OBJS; i++)
+        for (int k = 0; k < 64; k++)
+            wrong += (unsigned char)o[i][k] != (i % 4096 != 0 ? 0xa5 : (i & 0xff));
+    CHECK_EQ(wrong, 0);
+    nbm_free(b);
+    for (int i = 0; i < OBJS; i++)
+        nbm_free(o[i]);
+}
+
+/* Whether this kernel moves pages at all (MREMAP_DONTUNMAP, Linux 5.7). */
+static bool can_move(void)
+{
+    char *a = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (a == MAP_FAILED)
+        return false;
+    a[0] = 1;
+    void *q = mremap(a, 4096, 4096, MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, a + 4096);
+    munmap(a, 2 * 4096);
+    return q == a + 4096;
+}
+
+static void test_budget(bool rss)
+{
+    const char *e = getenv("NBM_MOVE_BUDGET");
+    budget = e ? (unsigned)strtoul(e, NULL, 10) : 0;
+    if (!e || budget < BUD_CALLS || budget > BUD_MAX) {
+        CHECK(!"NBM_MOVE_BUDGET set, from 16 to 1024");
+        return;
+    }
+    if (!can_move()) {
+        printf("budget: skipped, the kernel has no MREMAP_DONTUNMAP (moves are off)\n");
+        return;
+    }
+    /* With transparent huge pages always on, writing one page of the
+     * source could make its whole 2 MiB resident: runs of one page are what
+     * the counts rely on. */
+    prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    bud_source();
+    maps0 = maps_count();
+    int n = bud_spend("spend", rss);
+    bud_churn(n);
+    bud_spares(true);
+    bud_verify(n);
+    bud_free_all(n);
+    nbm_purge(); /* every cached block purged: those moved into mapped afresh */
+    size_t healed = maps_count();
+    printf("budget heal: %zu mappings after nbm_purge (%zu before the first move)\n", healed, maps0);
+    CHECK(healed <= maps0 + BUD_SLACK);
+    bud_source();
+    maps0 = maps_count();
+    n = bud_spend("again", rss);
+    bud_free_all(n);
+    nbm_purge();
+    bud_spares(false);
+    nbm_purge();
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -374,12 +670,14 @@ int main(int argc, char **argv)
         bool rss = !(argc > 2 && !strcmp(argv[2], "--no-rss"));
         test_move_phase(rss);
         test_move_orders(rss);
+    } else if (!strcmp(mode, "budget")) {
+        test_budget(!(argc > 2 && !strcmp(argv[2], "--no-rss")));
     } else if (!strcmp(mode, "limit")) {
         test_limit();
     } else if (!strcmp(mode, "nocache")) {
         test_nocache();
     } else {
-        fprintf(stderr, "usage: nbm_test_policy policy|nocache|limit|move [--no-rss]\n");
+        fprintf(stderr, "usage: nbm_test_policy policy|nocache|limit|move|budget [--no-rss]\n");
         return 2;
     }
     TEST_MAIN_END();
