@@ -139,7 +139,7 @@ static size_t retire_empty_arenas(void)
         nbm__os_unmap((void *)ar->base, ar->size);
         nbm__budget_give(ar->size);
         nbm_store_u32(&ar->retired, NBM_ARENA_RETIRED);
-        nbm_stat_sub(&nbm__gstats.arena_bytes, ar->size);
+        NBM_STAT_SUB(arena_bytes, ar->size);
         freed += ar->size;
     }
     return freed;
@@ -175,7 +175,7 @@ static bool arena_revive(uint32_t seen, unsigned order)
         nbm_store_u32(&ar->retired, 0);
         for (size_t k = 0; k < ar->size / top; k++)
             nbm__block_free(ar, (void *)(ar->base + k * top));
-        nbm_stat_add(&nbm__gstats.arena_bytes, ar->size);
+        NBM_STAT_ADD(arena_bytes, ar->size);
         return true;
     }
     return false;
@@ -183,7 +183,7 @@ static bool arena_revive(uint32_t seen, unsigned order)
 
 bool nbm__arena_reclaim(void)
 {
-    bool any = nbm_load_u64_relaxed(&nbm__gstats.medium_cached) != 0;
+    bool any = NBM_STAT(medium_cached) != 0;
     nbm__decay_sweep(true);
     any |= retire_empty_arenas() != 0;
     return any;
@@ -219,8 +219,8 @@ static bool arena_grow(uint32_t seen, unsigned order)
         /* Winner or not, slot n is filled: advance the count (helping). */
         nbm_cas_u32(&narenas, &n, n + 1);
         if (won) {
-            nbm_stat_add(&nbm__gstats.arenas, 1);
-            nbm_stat_add(&nbm__gstats.arena_bytes, ar->size);
+            NBM_STAT_ADD(arenas, 1);
+            NBM_STAT_ADD(arena_bytes, ar->size);
             return true;
         }
     }
@@ -268,7 +268,7 @@ void *nbm__block_alloc(unsigned order, uint32_t *hint)
          * working set larger than the cache purge and refault. */
         if (arena_grow(n, order))
             continue;
-        if (!swept && nbm_load_u64_relaxed(&nbm__gstats.medium_cached) != 0) {
+        if (!swept && NBM_STAT(medium_cached) != 0) {
             swept = true; /* cached free blocks may merge into what we need */
             nbm__decay_sweep(true);
             continue;

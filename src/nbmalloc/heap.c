@@ -66,6 +66,19 @@ void nbm__tcache_init_process(void)
     have_key = pthread_key_create(&tcache_key, tcache_exit) == 0;
 }
 
+uint64_t nbm__stat_sum(size_t off)
+{
+    uint64_t v = nbm_load_u64_relaxed((_Atomic uint64_t *)((char *)&nbm__gstats + off));
+    /* Every record handed out so far (a record's chunk is mapped before
+     * its index is; records are never unmapped). */
+    uint32_t n = nbm_load_u32(&tcache_pool.fresh);
+    for (uint32_t i = 1; i < n; i++) {
+        nbm_tcache_t *tc = (nbm_tcache_t *)nbm__pool_rec(&tcache_pool, i);
+        v += nbm_load_u64_relaxed((_Atomic uint64_t *)((char *)&tc->st + off));
+    }
+    return v;
+}
+
 nbm_tcache_t *nbm__tcache_get(void)
 {
     if (nbm__tc)
@@ -104,7 +117,7 @@ nbm_tcache_t *nbm__tcache_get(void)
     pthread_setspecific(tcache_key, tc);
     nbm__tc = tc;
     tstate = NBM_T_LIVE;
-    nbm_stat_add(&nbm__gstats.threads, 1);
+    NBM_STAT_ADD(threads, 1);
     return tc;
 }
 
@@ -462,10 +475,10 @@ static void flush_caches(nbm_tcache_t *tc)
     nbm__remote_flush(tc);
     release_medium(tc);
     nbm__desc_flush(tc);
-    nbm_stat_add(&nbm__gstats.medium_live, (uint64_t)tc->medium_delta);
+    NBM_STAT_ADD(medium_live, (uint64_t)tc->medium_delta);
     tc->medium_delta = 0;
-    nbm_stat_add(&nbm__gstats.refills, tc->refills);
-    nbm_stat_add(&nbm__gstats.drains, tc->drains);
+    NBM_STAT_ADD(refills, tc->refills);
+    NBM_STAT_ADD(drains, tc->drains);
     tc->refills = tc->drains = 0;
 }
 
@@ -510,7 +523,7 @@ static bool collect_abandoned(uint64_t now, uint64_t age, bool all)
             continue;
         any |= collect_heap(h, true);
         h->exited = 0;
-        nbm_stat_add(&nbm__gstats.drains, h->drains);
+        NBM_STAT_ADD(drains, h->drains);
         h->drains = 0;
     }
     if (first)
@@ -552,7 +565,7 @@ bool nbm__heaps_collect(bool medium)
  * arenas). Pages of other live threads stay with them. */
 bool nbm__recover(void)
 {
-    bool any = nbm_load_u64_relaxed(&nbm__gstats.medium_cached) != 0;
+    bool any = NBM_STAT(medium_cached) != 0;
     if (nbm__tc)
         nbm__tc->arena_hint = 0; /* the lowest arenas first: the higher may retire */
     nbm__spares_trim(); /* other live heaps give their spares back at their next page */

@@ -56,8 +56,8 @@ void *nbm__huge_alloc(size_t size, size_t align)
         errno = ENOMEM;
         return NULL;
     }
-    nbm_stat_add(&nbm__gstats.huge_live, 1);
-    nbm_stat_add(&nbm__gstats.huge_bytes, total);
+    NBM_STAT_ADD(huge_live, 1);
+    NBM_STAT_ADD(huge_bytes, total);
     return base;
 }
 
@@ -78,8 +78,8 @@ void nbm__huge_free(uintptr_t owner, void *p, const char *who)
     size_t total = (size_t)(uintptr_t)h->bump;
     if (!nbm_cas_uptr(&nbm__map[(uintptr_t)p >> NBM_ARENA_SHIFT], &owner, (uintptr_t)p | NBM_MAP_TOMB))
         nbm__fatal(freed, p); /* another free won */
-    nbm_stat_sub(&nbm__gstats.huge_live, 1);
-    nbm_stat_sub(&nbm__gstats.huge_bytes, total);
+    NBM_STAT_SUB(huge_live, 1);
+    NBM_STAT_SUB(huge_bytes, total);
     uint32_t d = h->count;
     nbm__os_unmap(p, total);
     nbm__budget_give(total);
@@ -111,14 +111,14 @@ void *nbm__huge_realloc(uintptr_t owner, void *p, size_t n)
         if (!nbm__os_remap(p, old, total, NULL))
             return NULL;
         nbm__budget_give(old - total);
-        nbm_stat_sub(&nbm__gstats.huge_bytes, old - total);
+        NBM_STAT_SUB(huge_bytes, old - total);
         h->bump = (char *)(uintptr_t)total;
         return p;
     }
     if (!nbm__budget_take(total - old))
         return NULL;
     if (nbm__os_remap(p, old, total, NULL)) {
-        nbm_stat_add(&nbm__gstats.huge_bytes, total - old);
+        NBM_STAT_ADD(huge_bytes, total - old);
         h->bump = (char *)(uintptr_t)total;
         return p;
     }
@@ -140,6 +140,6 @@ void *nbm__huge_realloc(uintptr_t owner, void *p, size_t n)
     h->bump = (char *)(uintptr_t)total;
     if (!nbm_cas_uptr(&nbm__map[(uintptr_t)p >> NBM_ARENA_SHIFT], &owner, (uintptr_t)p | NBM_MAP_TOMB))
         nbm__fatal(freed, p); /* a free raced with this realloc */
-    nbm_stat_add(&nbm__gstats.huge_bytes, total - old);
+    NBM_STAT_ADD(huge_bytes, total - old);
     return q;
 }

@@ -285,6 +285,13 @@ typedef struct nbm_binx {
 #define NBM_SHARED_ORDER 6  /* pages of 256 KiB (large classes): no spares, the medium cache (spare.c) */
 #define NBM_KEPT_ORDERS  4  /* a heap's kept pages (heap.c): 64 KiB .. 512 KiB */
 
+/* Statistics counters (see nbm__stat below). */
+typedef struct nbm_gstats {
+    _Atomic uint64_t arenas, arena_bytes, chunks, chunk_bytes, medium_live, medium_cached;
+    _Atomic uint64_t purged, huge_live, huge_bytes, threads, refills, drains;
+    _Atomic uint64_t moved; /* bytes of resident free pages moved into new blocks (nbm__os_move) */
+} nbm_gstats_t;
+
 /* The heap record of a thread (historically "tcache"). Records are reused:
  * at thread exit the record, with the pages it owns, goes to a stack of
  * abandoned heaps, and the next thread adopts it whole. */
@@ -317,6 +324,7 @@ typedef struct nbm_tcache {
     uint32_t tick;                        /* fast-path mallocs until the heartbeat */
     uint64_t refills, drains;   /* pages taken / given back; joined into the globals at exit */
     int64_t  medium_delta;      /* medium blocks allocated minus freed by this thread */
+    nbm_gstats_t st;            /* the statistics this record's threads counted (nbm__stat) */
 } nbm_tcache_t;
 /* free finds bins[k - 1] at k bins from the record's start. */
 _Static_assert(offsetof(nbm_tcache_t, bins) == sizeof(nbm_bin_t), "bins start one bin into a heap record");
@@ -411,13 +419,31 @@ NBM_HIDDEN void nbm__init(void);               /* idempotent, lock-free */
 NBM_HIDDEN void nbm__options_read(void);
 NBM_HIDDEN void nbm__classes_init(void);
 
-/* --- global statistics (relaxed counters) ----------------------------------- */
-typedef struct nbm_gstats {
-    _Atomic uint64_t arenas, arena_bytes, chunks, chunk_bytes, medium_live, medium_cached;
-    _Atomic uint64_t purged, huge_live, huge_bytes, threads, refills, drains;
-    _Atomic uint64_t moved; /* bytes of resident free pages moved into new blocks (nbm__os_move) */
-} nbm_gstats_t;
+/* --- statistics -------------------------------------------------------------- */
+/* Counted by the calling thread in its own heap record (st: a relaxed load
+ * and store, no read-modify-write, as only the record's thread writes it),
+ * or in nbm__gstats (a relaxed atomic add) by a thread without a heap. A
+ * counter's value is the sum of nbm__gstats and every record's copy, modulo
+ * 2^64 (a copy that only counted frees reads "negative"), exact when no
+ * thread is counting. Process-wide counters that every thread added to made
+ * each page taken or emptied and each medium block cached or reused a
+ * locked add on lines all threads wrote. */
 NBM_HIDDEN extern nbm_gstats_t nbm__gstats;
+static inline void nbm__stat(size_t off, uint64_t v)
+{
+    nbm_tcache_t *tc = nbm__tc;
+    if (NBM_LIKELY(tc != NULL)) {
+        _Atomic uint64_t *p = (_Atomic uint64_t *)((char *)&tc->st + off);
+        nbm_store_u64_relaxed(p, nbm_load_u64_relaxed(p) + v);
+    } else {
+        nbm_stat_add((_Atomic uint64_t *)((char *)&nbm__gstats + off), v);
+    }
+}
+/* A counter's value (the field at byte offset off): heap.c. */
+NBM_HIDDEN uint64_t nbm__stat_sum(size_t off);
+#define NBM_STAT_ADD(f, v) nbm__stat(offsetof(nbm_gstats_t, f), (uint64_t)(v))
+#define NBM_STAT_SUB(f, v) nbm__stat(offsetof(nbm_gstats_t, f), -(uint64_t)(v))
+#define NBM_STAT(f)        nbm__stat_sum(offsetof(nbm_gstats_t, f))
 
 /* --- the memory policy (decay.c) --------------------------------------------- */
 /* How much of one kind of freed memory is kept: enough for the peak of the

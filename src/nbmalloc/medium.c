@@ -165,7 +165,7 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
             p = nbm__desc(d)->list;
             if (nbm__desc(d)->bump == NBM_PAGE_UNITS)
                 nbm__page_forget(p, class_order(cls)); /* a page's block becomes a medium block */
-            nbm_stat_sub(&nbm__gstats.medium_cached, class_bytes(cls));
+            NBM_STAT_SUB(medium_cached, class_bytes(cls));
             nbm__decay_unhold(&policy[cls], class_bytes(cls));
             nbm__desc_put(tc, d);
             *fresh = false;
@@ -211,7 +211,7 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
     if (tc)
         tc->medium_delta++;
     else
-        nbm_stat_add(&nbm__gstats.medium_live, 1);
+        NBM_STAT_ADD(medium_live, 1);
     return p;
 }
 
@@ -224,7 +224,7 @@ void *nbm__block_cached(unsigned order)
     if (!d)
         return NULL;
     void *p = nbm__desc(d)->list;
-    nbm_stat_sub(&nbm__gstats.medium_cached, NBM_PAGE << order);
+    NBM_STAT_SUB(medium_cached, NBM_PAGE << order);
     nbm__desc_put(nbm__tc, d);
     /* Relaxed: the block is ours alone (popped by the CAS above). */
     nbm_store_u8_relaxed(page_byte((nbm_arena_t *)nbm__owner((uintptr_t)p), p), 0);
@@ -306,7 +306,7 @@ static void release(nbm_arena_t *ar, void *p, unsigned cls)
         heal(ar, p, cls); /* purged too */
     else
         nbm__os_purge(p, class_bytes(cls));
-    nbm_stat_add(&nbm__gstats.purged, class_bytes(cls));
+    NBM_STAT_ADD(purged, class_bytes(cls));
     if (class_whole(cls))
         nbm__block_free(ar, p);
     else
@@ -326,7 +326,7 @@ void nbm__medium_free(nbm_arena_t *ar, void *p, const char *who)
             return;
         }
     } else {
-        nbm_stat_sub(&nbm__gstats.medium_live, 1);
+        NBM_STAT_SUB(medium_live, 1);
     }
     (void)ar;
     cache_put(p, cls, false);
@@ -356,7 +356,7 @@ static void cache_put(void *p, unsigned cls, bool page)
     bool keep = nbm__decay_give(&policy[cls], size, now);
     uint32_t d = 0;
     if (keep && (nbm__opt.cache_max == UINT64_MAX ||
-                 nbm_load_u64_relaxed(&nbm__gstats.medium_cached) + size <= nbm__opt.cache_max))
+                 NBM_STAT(medium_cached) + size <= nbm__opt.cache_max))
         d = nbm__desc_get(nbm__tc); /* 0 when out of memory: straight back */
     if (!d) {
         release((nbm_arena_t *)nbm__owner((uintptr_t)p), p, cls);
@@ -365,7 +365,7 @@ static void cache_put(void *p, unsigned cls, bool page)
         ds->list = p;
         ds->count = cls;
         ds->bump = page ? NBM_PAGE_UNITS : NULL;
-        nbm_stat_add(&nbm__gstats.medium_cached, size);
+        NBM_STAT_ADD(medium_cached, size);
         /* Counted before it can be popped: a pop's unhold never runs first
          * (held would wrap, and a sweep reading it would return everything). */
         nbm__decay_hold(&policy[cls], size);
@@ -417,7 +417,7 @@ void nbm__decay_sweep(bool all)
                 keep_last = d; /* the chain up to here stays linked as it is */
             } else {
                 nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)ds->list);
-                nbm_stat_sub(&nbm__gstats.medium_cached, size);
+                NBM_STAT_SUB(medium_cached, size);
                 nbm__decay_unhold(&policy[cls], size);
                 release(ar, ds->list, cls);
                 nbm__desc_put(tc, d);
@@ -551,7 +551,7 @@ bool nbm__medium_move(char *block, char *dst, void *src, size_t len, bool pieces
     uint32_t end = (uint32_t)((size_t)(dst + len - block) >> NBM_PAGE_SHIFT);
     if (end > nbm_load_u32_relaxed(mt))
         nbm_store_u32_relaxed(mt, end);
-    nbm_stat_add(&nbm__gstats.moved, len);
+    NBM_STAT_ADD(moved, len);
     return true;
 }
 

@@ -11,9 +11,14 @@
 #include "fast.h"
 
 #define NBM_OVERRIDE __attribute__((visibility("default")))
+/* malloc and free start on a cache line: where their fast paths sit
+ * otherwise moves with any change to the code before them, and that alone
+ * moved linux-scalability (size 128, T=1) by 5-7 % CPU per pair (the same
+ * instructions, 16 and 48 bytes into a line instead of 0 and 16). */
+#define NBM_HOT_ALIGN __attribute__((aligned(64)))
 
-NBM_OVERRIDE void *malloc(size_t n) { return nbm__malloc_fast(n); }
-NBM_OVERRIDE void free(void *p) { nbm__free_fast(p); }
+NBM_OVERRIDE NBM_HOT_ALIGN void *malloc(size_t n) { return nbm__malloc_fast(n); }
+NBM_OVERRIDE NBM_HOT_ALIGN void free(void *p) { nbm__free_fast(p); }
 NBM_OVERRIDE void cfree(void *p) { nbm__free_fast(p); }
 NBM_OVERRIDE void *calloc(size_t count, size_t size) { return nbm__calloc(count, size); }
 NBM_OVERRIDE void *realloc(void *p, size_t n) { return nbm__realloc(p, n); }

@@ -49,8 +49,8 @@ nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t *hint, void *bl
      * a pointer nobody may free: the earlier page was empty). */
     for (size_t u = 0; u < c->chunk >> NBM_UNIT_SHIFT; u++)
         nbm_store_u32_relaxed(&ar->unit[u0 + u], cls + 1); /* nothing carved yet */
-    nbm_stat_add(&nbm__gstats.chunks, 1);
-    nbm_stat_add(&nbm__gstats.chunk_bytes, c->chunk);
+    NBM_STAT_ADD(chunks, 1);
+    NBM_STAT_ADD(chunk_bytes, c->chunk);
     return pg;
 }
 
@@ -72,8 +72,8 @@ nbm_page_t *nbm__page_revive(void *block, unsigned cls, uintptr_t heap)
      * remote list is empty; the owner word reaches other threads with the
      * objects (see nbm__page_new). */
     nbm_store_uptr_relaxed(&pg->heap, heap);
-    nbm_stat_add(&nbm__gstats.chunks, 1);
-    nbm_stat_add(&nbm__gstats.chunk_bytes, nbm__classes[cls].chunk);
+    NBM_STAT_ADD(chunks, 1);
+    NBM_STAT_ADD(chunk_bytes, nbm__classes[cls].chunk);
     return pg;
 }
 
@@ -203,8 +203,8 @@ void *nbm__page_unmake(nbm_page_t *pg)
     nbm_arena_t *ar = nbm__arena_at(pg->arena);
     size_t u0 = (size_t)(pg - ar->pages);
     nbm_store_uptr_relaxed(&pg->heap, 0);
-    nbm_stat_sub(&nbm__gstats.chunks, 1);
-    nbm_stat_sub(&nbm__gstats.chunk_bytes, c->chunk);
+    NBM_STAT_SUB(chunks, 1);
+    NBM_STAT_SUB(chunk_bytes, c->chunk);
     return (void *)(ar->base + (u0 << NBM_UNIT_SHIFT));
 }
 
@@ -226,7 +226,7 @@ void nbm__page_release(void *block, unsigned order)
 {
     nbm__page_forget(block, order);
     nbm__os_purge(block, NBM_PAGE << order);
-    nbm_stat_add(&nbm__gstats.purged, NBM_PAGE << order);
+    NBM_STAT_ADD(purged, NBM_PAGE << order);
     nbm__block_free((nbm_arena_t *)nbm__owner((uintptr_t)block), block);
 }
 

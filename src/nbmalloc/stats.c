@@ -7,19 +7,18 @@ void nbm_get_stats(nbm_stats_t *out)
 {
     if (!out)
         return;
-    nbm_gstats_t *g = &nbm__gstats;
-    out->arenas = nbm_load_u64_relaxed(&g->arenas);
-    out->arena_bytes = nbm_load_u64_relaxed(&g->arena_bytes);
-    out->chunks = nbm_load_u64_relaxed(&g->chunks);
-    out->chunk_bytes = nbm_load_u64_relaxed(&g->chunk_bytes);
-    out->medium_live = nbm_load_u64_relaxed(&g->medium_live);
-    out->medium_cached = nbm_load_u64_relaxed(&g->medium_cached);
-    out->purged_bytes = nbm_load_u64_relaxed(&g->purged);
-    out->huge_live = nbm_load_u64_relaxed(&g->huge_live);
-    out->huge_bytes = nbm_load_u64_relaxed(&g->huge_bytes);
-    out->threads = nbm_load_u64_relaxed(&g->threads);
-    out->refills = nbm_load_u64_relaxed(&g->refills);
-    out->drains = nbm_load_u64_relaxed(&g->drains);
+    out->arenas = NBM_STAT(arenas);
+    out->arena_bytes = NBM_STAT(arena_bytes);
+    out->chunks = NBM_STAT(chunks);
+    out->chunk_bytes = NBM_STAT(chunk_bytes);
+    out->medium_live = NBM_STAT(medium_live);
+    out->medium_cached = NBM_STAT(medium_cached);
+    out->purged_bytes = NBM_STAT(purged);
+    out->huge_live = NBM_STAT(huge_live);
+    out->huge_bytes = NBM_STAT(huge_bytes);
+    out->threads = NBM_STAT(threads);
+    out->refills = NBM_STAT(refills);
+    out->drains = NBM_STAT(drains);
     nbm_tcache_t *tc = nbm__tc; /* the caller's own cache has not joined yet */
     if (tc) {
         out->refills += tc->refills;
@@ -58,7 +57,7 @@ void nbm_stats_print(int fd)
     line(fd, "medium live     ", s.medium_live, " blocks");
     line(fd, "medium cached   ", s.medium_cached >> 10, " KiB");
     line(fd, "purged (total)  ", s.purged_bytes >> 10, " KiB");
-    line(fd, "moved (total)   ", nbm_load_u64_relaxed(&nbm__gstats.moved) >> 10, " KiB");
+    line(fd, "moved (total)   ", NBM_STAT(moved) >> 10, " KiB");
     line(fd, "huge live       ", s.huge_live, " mappings");
     line(fd, "huge bytes      ", s.huge_bytes >> 10, " KiB");
     line(fd, "thread heaps    ", s.threads, " taken (new or adopted)");

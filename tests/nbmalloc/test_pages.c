@@ -4,6 +4,9 @@
  *  - MiB of 64-byte objects allocated, freed and purged: the pages go back
  *    (statistics: no page left; resident memory below a bound, in plain
  *    builds, where RSS means what it says);
+ *  - statistics counted per heap add up: another live thread's pages show
+ *    in this thread's snapshot, and after its exit and nbm_purge (pages
+ *    taken by one heap, given back by another thread) the count is back;
  *  - a page emptied by another thread's frees is swept by its owner
  *    (nbm_thread_flush) and serves the next page of another class;
  *  - another thread's frees are held back by it: its next malloc of the
@@ -87,6 +90,54 @@ static void test_return(size_t mib, int check_rss)
     printf("%zu MiB of 64 B objects: RSS %zu MiB before, %zu MiB full, %zu MiB after nbm_purge; pages left %zu KiB\n",
            mib, before >> 20, peak >> 20, after >> 20, s.chunk_bytes >> 10);
     free(v);
+}
+
+/* Statistics are counted in each thread's heap record and summed when read:
+ * pages another (live) thread took show in the caller's snapshot, and pages
+ * one heap took and another thread's purge gave back (its count goes below
+ * zero) add up to nothing. */
+#define STATS_MIB 4
+static atomic_int stats_phase;
+static size_t stats_got; /* the thread's objects (no CHECK there: its counts are the main thread's) */
+static void *stats_thread(void *arg)
+{
+    (void)arg;
+    size_t n = ((size_t)STATS_MIB << 20) / 64;
+    void **v = malloc(n * sizeof *v);
+    for (size_t i = 0; v && i < n; i++)
+        stats_got += (v[i] = nbm_malloc(64)) != NULL;
+    atomic_store(&stats_phase, 1);
+    while (atomic_load(&stats_phase) != 2)
+        sched_yield();
+    for (size_t i = 0; v && i < n; i++)
+        nbm_free(v[i]);
+    free(v);
+    return NULL;
+}
+
+static void test_stats_threads(void)
+{
+    nbm_purge();
+    nbm_stats_t s0, s1, s2;
+    nbm_get_stats(&s0);
+    atomic_store(&stats_phase, 0);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, stats_thread, NULL) == 0);
+    while (atomic_load(&stats_phase) != 1)
+        sched_yield();
+    nbm_get_stats(&s1); /* the thread is alive: its pages are in its record only */
+    CHECK(s1.chunk_bytes >= s0.chunk_bytes + ((size_t)STATS_MIB << 20));
+    CHECK(s1.chunks > s0.chunks);
+    CHECK(s1.threads > s0.threads);
+    atomic_store(&stats_phase, 2);
+    pthread_join(t, NULL);
+    CHECK_EQ(stats_got, ((size_t)STATS_MIB << 20) / 64);
+    nbm_purge(); /* this thread gives back the exited heap's empty pages */
+    nbm_get_stats(&s2);
+    CHECK(s2.chunk_bytes <= s0.chunk_bytes);
+    CHECK(s2.chunks <= s0.chunks);
+    printf("statistics across threads: pages %zu KiB before, %zu KiB with the thread's, %zu KiB after its exit and nbm_purge\n",
+           (size_t)s0.chunk_bytes >> 10, (size_t)s1.chunk_bytes >> 10, (size_t)s2.chunk_bytes >> 10);
 }
 
 #define REMOTE_N 4096 /* 64-byte objects: four 64 KiB pages */
@@ -744,6 +795,7 @@ int main(int argc, char **argv)
     int check_rss = 1;
 #endif
     test_return(mib, check_rss);
+    test_stats_threads();
     test_spare_revive();
     test_owner_edges();
     test_switch_order();
