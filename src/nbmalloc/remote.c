@@ -80,6 +80,7 @@ void nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, void **o)
 
 void nbm__remote_flush(nbm_tcache_t *tc)
 {
+    tc->mixed = 0; /* nothing held after: free's branch again (fast.h) */
     for (unsigned c = 0; c < NBM_NCLASSES; c++) {
         nbm_bin_t *bin = &tc->bins[c];
         tc->binx[c].rmark = NULL;
