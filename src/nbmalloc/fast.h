@@ -20,21 +20,25 @@ __attribute__((always_inline)) static inline void *nbm__malloc_fast(size_t n)
         /* The bin by byte offset (one shift): indexed as an array, the
          * compiler kept the index live to address rroom a second way. */
         nbm_bin_t *bin = (nbm_bin_t *)((char *)tc->bins + (size_t)nbm__class_of_small[(n + 15) >> 4] * sizeof(nbm_bin_t));
-        /* The held list if it has any, else the page's: chosen by address
-         * arithmetic, not a branch. Where other threads' frees come and go
+        /* A heap holding no other heap's object (not `mixed`: every rhead
+         * is NULL then) pops the page's list. A mixed heap pops the held
+         * list if it has any, else the page's, chosen by address
+         * arithmetic, not a branch: where other threads' frees come and go
          * (remote-free, prodcons: the held list is empty at about every
          * other malloc) a branch on it mispredicted half the time (0.45 a
-         * malloc under callgrind's model, about 15 cycles each); the
-         * choice costs 2 instructions and the room's add (of 0 for the
-         * page's list) a third. */
-        size_t held = bin->rhead != NULL;
-        __asm__("" : "+r"(held)); /* one value for both uses (gcc 12 set it twice) */
-        void **l = *(void ***)((char *)bin + held * offsetof(nbm_bin_t, rhead));
-        if (NBM_LIKELY(l != NULL)) {
-            *(void ***)((char *)bin + held * offsetof(nbm_bin_t, rhead)) = l[0];
-            bin->rroom += (uint32_t)held;
-            l[1] = NULL; /* the freed-object tag */
-            return l;
+         * malloc under callgrind's model, about 15 cycles each). */
+        if (NBM_UNLIKELY(tc->mixed)) {
+            size_t held = bin->rhead != NULL;
+            __asm__("" : "+r"(held)); /* one value for both uses (gcc 12 set it twice) */
+            void **l = *(void ***)((char *)bin + held * offsetof(nbm_bin_t, rhead));
+            if (NBM_LIKELY(l != NULL)) {
+                *(void ***)((char *)bin + held * offsetof(nbm_bin_t, rhead)) = l[0];
+                bin->rroom += (uint32_t)held;
+                l[1] = NULL; /* the freed-object tag */
+                return l;
+            }
+        } else if (NBM_LIKELY(bin->head != NULL)) {
+            return nbm__bin_pop(bin);
         }
         /* The bin is empty: to its refill, a tail call with n as it came
          * and the bin (no register to keep, so the path above keeps no

@@ -302,7 +302,11 @@ typedef struct nbm_tcache {
     uint32_t arena_hint;        /* arena tried first */
     uint32_t ndesc;             /* free descriptors held in desc[] */
     uint32_t utag;              /* this heap's tag in its pages' unit words (NBM_UNIT_TAG_MASK bits) */
-    uint8_t  mixed;             /* holds (or held since the last heartbeat) other heaps' objects: fast.h */
+    /* Set by the heap's first free of another heap's object, cleared when a
+     * heartbeat's aging or a flush leaves nothing held: while clear, every
+     * bin's rhead is NULL (malloc's fast path reads no rhead then) and free
+     * keeps its branch (fast.h). */
+    uint8_t  mixed;
     uint8_t  mixed_pad[3];
     /* Where bins[-1] would hold its class copies: zeros, never written. free
      * reads them for a unit word of class byte 0 (a medium block's, whose
