@@ -20,26 +20,10 @@ __attribute__((always_inline)) static inline void *nbm__malloc_fast(size_t n)
         /* The bin by byte offset (one shift): indexed as an array, the
          * compiler kept the index live to address rroom a second way. */
         nbm_bin_t *bin = (nbm_bin_t *)((char *)tc->bins + (size_t)nbm__class_of_small[(n + 15) >> 4] * sizeof(nbm_bin_t));
-        /* A heap holding no other heap's object (not `mixed`: every rhead
-         * is NULL then) pops the page's list. A mixed heap pops the held
-         * list if it has any, else the page's, chosen by address
-         * arithmetic, not a branch: where other threads' frees come and go
-         * (remote-free, prodcons: the held list is empty at about every
-         * other malloc) a branch on it mispredicted half the time (0.45 a
-         * malloc under callgrind's model, about 15 cycles each). */
-        if (NBM_UNLIKELY(tc->mixed)) {
-            size_t held = bin->rhead != NULL;
-            __asm__("" : "+r"(held)); /* one value for both uses (gcc 12 set it twice) */
-            void **l = *(void ***)((char *)bin + held * offsetof(nbm_bin_t, rhead));
-            if (NBM_LIKELY(l != NULL)) {
-                *(void ***)((char *)bin + held * offsetof(nbm_bin_t, rhead)) = l[0];
-                bin->rroom += (uint32_t)held;
-                l[1] = NULL; /* the freed-object tag */
-                return l;
-            }
-        } else if (NBM_LIKELY(bin->head != NULL)) {
+        if (bin->rhead != NULL)
+            return nbm__bin_pop_held(bin);
+        if (NBM_LIKELY(bin->head != NULL))
             return nbm__bin_pop(bin);
-        }
         /* The bin is empty: to its refill, a tail call with n as it came
          * and the bin (no register to keep, so the path above keeps no
          * frame). */
@@ -108,36 +92,7 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
                 return;
             }
             o[1] = (void *)tag;
-            /* A heap that holds other heaps' objects (tc->mixed: it freed
-             * one since its held lists were last all empty) pushes the
-             * current page's object onto the bin's list and another heap's
-             * onto the held list (rhead, while rroom allows) with one push
-             * whose list is chosen by address arithmetic: where frees of
-             * both kinds alternate (remote-free, prodcons: about half each)
-             * a branch between them mispredicted half the time (0.45 a free
-             * under callgrind's model; with malloc's, 0.9 of a pair's 0.95).
-             * Another heap's object is told by the owner's tag in the unit
-             * word (in a register), not by the page record, whose line is
-             * its owner's, written by its frees. A heap sharing its tag
-             * (indices 512 apart) is found below, by the record. Other
-             * heaps (one thread's, leak's) keep the branch, which they
-             * predict, at the cost of the flag's test. */
-            if (NBM_UNLIKELY(tc->mixed)) {
-                size_t other = ((w ^ tc->utag) & NBM_UNIT_TAG_MASK) != 0;
-                __asm__("" : "+r"(other)); /* a value, not a branch */
-                if (NBM_LIKELY(((a & ~mask) == bin->cur) | other)) {
-                    uint32_t room = bin->rroom - (uint32_t)other; /* at most 128 */
-                    if (NBM_UNLIKELY((int32_t)room < 0)) { /* other heap's, no room */
-                        nbm__remote_hold(tc, bin, o);
-                        return;
-                    }
-                    void ***l = (void ***)((char *)bin + other * offsetof(nbm_bin_t, rhead));
-                    o[0] = *l;
-                    *l = o;
-                    bin->rroom = room;
-                    return;
-                }
-            } else if (NBM_LIKELY((a & ~mask) == bin->cur)) {
+            if (NBM_LIKELY((a & ~mask) == bin->cur)) {
                 o[0] = bin->head;
                 bin->head = o;
                 return;

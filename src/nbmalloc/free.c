@@ -36,7 +36,6 @@ void nbm__free_unaligned(void *p)
 /* A page of another heap (the fast path pushed this heap's own). */
 void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, void **o)
 {
-    tc->mixed = 1; /* its frees choose between the lists without a branch (fast.h) */
     /* Another heap's page: held by this thread, whatever the page, while
      * there is room (remote.c). */
     if (NBM_LIKELY(bin->rroom != 0)) {

@@ -112,7 +112,6 @@ nbm_tcache_t *nbm__tcache_get(void)
      * like any remote frees. */
     tc->exited = 0;
     tc->index = i;
-    tc->utag = (i << NBM_UNIT_TAG_SHIFT) & NBM_UNIT_TAG_MASK; /* an adopted heap's pages carry it already */
     tc->arena_hint = i;
     tc->tick = NBM_HEARTBEAT;
     pthread_setspecific(tcache_key, tc);
@@ -300,9 +299,9 @@ nbm_page_t *nbm__heap_page_new(nbm_tcache_t *tc, nbm_bin_t *bin, unsigned cls)
      * each page once, not every round. Not a block of the shared medium
      * cache (pages of NBM_SHARED_ORDER and up): its policy may have purged
      * the memory, and the list with it, while the unit words stayed. */
-    nbm_page_t *pg = b && order < NBM_SHARED_ORDER ? nbm__page_revive(b, cls, (uintptr_t)tc, tc->utag) : NULL;
+    nbm_page_t *pg = b && order < NBM_SHARED_ORDER ? nbm__page_revive(b, cls, (uintptr_t)tc) : NULL;
     if (!pg)
-        pg = nbm__page_new(cls, (uintptr_t)tc, tc->utag, &tc->arena_hint, b);
+        pg = nbm__page_new(cls, (uintptr_t)tc, &tc->arena_hint, b);
     if (!pg)
         return NULL;
     if (!b)

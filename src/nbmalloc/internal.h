@@ -235,7 +235,6 @@ typedef struct nbm_bin {
     uint32_t mask, inv, shift;
 } nbm_bin_t;
 _Static_assert(sizeof(nbm_bin_t) == NBM_CACHE_LINE, "a bin is one cache line");
-_Static_assert(offsetof(nbm_bin_t, head) == 0, "malloc picks head or rhead by offset (fast.h)");
 
 /* Pops the bin's list (head) or its held remote frees (rhead, whose room
  * grows by the one taken); the object is untagged, so a later free of it
@@ -301,19 +300,12 @@ typedef struct nbm_tcache {
     uint32_t index;
     uint32_t arena_hint;        /* arena tried first */
     uint32_t ndesc;             /* free descriptors held in desc[] */
-    uint32_t utag;              /* this heap's tag in its pages' unit words (NBM_UNIT_TAG_MASK bits) */
-    /* Set by the heap's first free of another heap's object, cleared when a
-     * heartbeat's aging or a flush leaves nothing held: while clear, every
-     * bin's rhead is NULL (malloc's fast path reads no rhead then) and free
-     * keeps its branch (fast.h). */
-    uint8_t  mixed;
-    uint8_t  mixed_pad[3];
     /* Where bins[-1] would hold its class copies: zeros, never written. free
      * reads them for a unit word of class byte 0 (a medium block's, whose
      * word is 0) with no test of the byte: mask and inverse 0 fail its
      * offset check (0 < carved = 0 is false), whose path tells a medium
      * block from a bad pointer. */
-    uint32_t none_pad[5];
+    uint32_t none_pad[7];
     uint32_t none_mask, none_inv, none_shift;
     _Alignas(NBM_CACHE_LINE) nbm_bin_t bins[NBM_NCLASSES]; /* records are line-aligned: a bin is one line */
     nbm_binx_t binx[NBM_NCLASSES];
@@ -353,7 +345,7 @@ typedef struct nbm_arena {
     nbbs_t   *bb;
     uint32_t  index;
     unsigned  max_order; /* largest block this arena can hand out */
-    _Atomic uint32_t unit[NBM_UNITS];      /* class + 1 | owner's tag << 8 | objects carved << 17 */
+    _Atomic uint32_t unit[NBM_UNITS];      /* class + 1 | objects carved << 8 */
     _Atomic uint8_t page_order[NBM_PAGES]; /* order + 1 of a medium block here (| 0x80: freed, cached) */
     _Atomic uint32_t retired;              /* NBM_ARENA_* below; 0 = in use */
     /* At the first unit of a medium block of NBM_MOVE_ORDER and up (live,
@@ -371,18 +363,7 @@ typedef struct nbm_arena {
 #define NBM_ARENA_RETIRED  1u /* emptied and unmapped, can be revived */
 #define NBM_ARENA_REVIVING 2u
 #define NBM_ARENA_GONE     3u /* its slot went to another mapping (revived when free again) */
-/* A small page's unit word: its class + 1 (bits 0-7), its owning heap's
- * tag (bits 8-16: the heap record's index mod 512, nbm_tcache_t.utag), the
- * objects carved (bits 17-31: a page holds fewer than 2^15, nbm_page_t.uw).
- * Free tells another heap's object by the tag, in the word it reads
- * anyway, without the page record: that line is the owner's, written by
- * its frees to the page, and a remote free that read it (the record's
- * owner word) took it from the owner's core (docs/nbmalloc.md, "Remote
- * frees"). Equal tags are no proof (indices 512 apart): the record's owner
- * word decides then. */
-#define NBM_UNIT_TAG_SHIFT    8
-#define NBM_UNIT_TAG_MASK     (0x1ffu << NBM_UNIT_TAG_SHIFT)
-#define NBM_UNIT_CARVED_SHIFT 17
+#define NBM_UNIT_CARVED_SHIFT 8
 #define NBM_PAGE_FREED 0x80u
 
 NBM_HIDDEN extern _Atomic uintptr_t nbm__map[NBM_MAP_SIZE];
@@ -605,12 +586,12 @@ NBM_HIDDEN void   nbm__budget_give(size_t bytes);
 /* A new page of class cls owned by heap, in `block` (of the class's page
  * order), or when that is NULL in a block from the back-end; NULL when there
  * is none. */
-NBM_HIDDEN nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t tag, uint32_t *hint, void *block);
+NBM_HIDDEN nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t *hint, void *block);
 /* An empty page of class cls that kept its unit words (a spare of the
  * heap, not forgotten) made the heap's page again with its free list as it
  * was, so its objects are not carved again; NULL when `block` is no such
  * page (the caller makes a new page of it). */
-NBM_HIDDEN nbm_page_t *nbm__page_revive(void *block, unsigned cls, uintptr_t heap, uint32_t tag);
+NBM_HIDDEN nbm_page_t *nbm__page_revive(void *block, unsigned cls, uintptr_t heap);
 NBM_HIDDEN unsigned nbm__page_order(unsigned cls);
 /* Carves up to max objects from the page's uncarved tail onto *head (each
  * tagged free); returns how many. */

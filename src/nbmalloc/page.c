@@ -25,7 +25,7 @@ unsigned nbm__page_order(unsigned cls)
     return page_order(&nbm__classes[cls]);
 }
 
-nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t tag, uint32_t *hint, void *block)
+nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t *hint, void *block)
 {
     const nbm_class_t *c = &nbm__classes[cls];
     char *b = block;
@@ -48,13 +48,13 @@ nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t tag, uint32_t *
     /* Relaxed: see above (a stale word of an earlier page here belongs to
      * a pointer nobody may free: the earlier page was empty). */
     for (size_t u = 0; u < c->chunk >> NBM_UNIT_SHIFT; u++)
-        nbm_store_u32_relaxed(&ar->unit[u0 + u], (cls + 1) | tag); /* nothing carved yet */
+        nbm_store_u32_relaxed(&ar->unit[u0 + u], cls + 1); /* nothing carved yet */
     NBM_STAT_ADD(chunks, 1);
     NBM_STAT_ADD(chunk_bytes, c->chunk);
     return pg;
 }
 
-nbm_page_t *nbm__page_revive(void *block, unsigned cls, uintptr_t heap, uint32_t tag)
+nbm_page_t *nbm__page_revive(void *block, unsigned cls, uintptr_t heap)
 {
     nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)block);
     size_t u0 = first_unit(ar, (uintptr_t)block);
@@ -72,15 +72,6 @@ nbm_page_t *nbm__page_revive(void *block, unsigned cls, uintptr_t heap, uint32_t
      * remote list is empty; the owner word reaches other threads with the
      * objects (see nbm__page_new). */
     nbm_store_uptr_relaxed(&pg->heap, heap);
-    /* The owner's tag, as nbm__page_new writes it (the block may have been
-     * another heap's page before it was this heap's spare: an adopted
-     * heap's, or one of a heap record reused). Only the owner writes the
-     * words of its page (the carved count too), so a plain store. */
-    for (size_t u = 0; u < nbm__classes[cls].chunk >> NBM_UNIT_SHIFT; u++) {
-        uint32_t wu = nbm_load_u32_relaxed(&ar->unit[u0 + u]);
-        if ((wu & NBM_UNIT_TAG_MASK) != tag)
-            nbm_store_u32_relaxed(&ar->unit[u0 + u], (wu & ~NBM_UNIT_TAG_MASK) | tag);
-    }
     NBM_STAT_ADD(chunks, 1);
     NBM_STAT_ADD(chunk_bytes, nbm__classes[cls].chunk);
     return pg;

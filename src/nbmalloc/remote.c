@@ -61,7 +61,6 @@ static void push_grouped(unsigned cls, void **list)
 
 void nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, void **o)
 {
-    tc->mixed = 1;
     uint32_t max = held_max(tc, bin), keep = 0;
     void **h = bin->rhead;
     if (h) {
@@ -80,7 +79,6 @@ void nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, void **o)
 
 void nbm__remote_flush(nbm_tcache_t *tc)
 {
-    tc->mixed = 0; /* nothing held after: free's branch again (fast.h) */
     for (unsigned c = 0; c < NBM_NCLASSES; c++) {
         nbm_bin_t *bin = &tc->bins[c];
         tc->binx[c].rmark = NULL;
@@ -102,7 +100,6 @@ void nbm__remote_flush(nbm_tcache_t *tc)
  * 128 objects this thread freed. */
 void nbm__remote_age(nbm_tcache_t *tc)
 {
-    bool held = false;
     for (unsigned c = 0; c < NBM_NCLASSES; c++) {
         nbm_bin_t *bin = &tc->bins[c];
         nbm_binx_t *x = &tc->binx[c];
@@ -121,9 +118,5 @@ void nbm__remote_age(nbm_tcache_t *tc)
             }
         }
         x->rmark = bin->rhead;
-        held |= bin->rhead != NULL;
     }
-    /* Nothing held after a whole interval's frees: the heap's frees take
-     * the branch again (fast.h) until it next frees another heap's object. */
-    tc->mixed = held;
 }
