@@ -2,10 +2,11 @@
  * heap.c - per-thread heaps: the bins' slow paths, thread start and exit,
  * adoption of abandoned heaps, collection and recovery.
  *
- * The fast paths (internal.h) pop and push the current page's list in the
- * bin, or the held remote frees. Every NBM_HEARTBEAT-th fast malloc comes
- * here for the heartbeat (held remote frees aged, spare decay). When the
- * bin's list is empty (refill):
+ * The fast paths (fast.h) pop and push the bin's list, which holds objects
+ * of any pages (internal.h); every lim / 2 frees of a class, its trim (here)
+ * sends the list's older objects to their pages. Every NBM_HEARTBEAT-th
+ * fast malloc comes here for the heartbeat (lists aged, spare decay). When
+ * the bin's list is empty (refill):
  *   1. the current page's remote frees (one exchange);
  *   2. the current page's uncarved tail (a batch at a time: lazy carving
  *      keeps untouched memory free of RSS);
@@ -21,9 +22,10 @@
  *      was a page of the class; a cached free block; else the back-end);
  *      when there is none, the thread collects what the heaps hold and
  *      tries once more.
- * An owner's free that empties a non-current page makes it a spare at once.
+ * A trim that empties a non-current page makes it a spare at once.
  *
- * Thread exit (a pthread key destructor): held remote frees, medium blocks,
+ * Thread exit (a pthread key destructor): the lists' objects but the current
+ * pages', medium blocks,
  * descriptors and spares go back, and the record, with its pages and their
  * lists as they are, goes on the stack of abandoned heaps. The next new
  * thread adopts it whole and warm (its pages' owner word is the record's
@@ -59,6 +61,17 @@ static void tcache_exit(void *v);
 static bool collect_heap(nbm_tcache_t *tc, bool spares);
 static void abandoned_decay(nbm_tcache_t *tc);
 
+/* A bin's list: 32 KiB of its class, 16 to 256 objects; a large class 1
+ * (its frees go to their pages at once: large.c). */
+#define NBM_LIST_BYTES 32768u
+static uint32_t bin_lim(unsigned cls)
+{
+    if (cls >= NBM_NSMALL)
+        return 1;
+    uint32_t n = NBM_LIST_BYTES / nbm__classes[cls].size;
+    return n < 16 ? 16 : n > 256 ? 256 : n;
+}
+
 /* Without the key (pthread_key_create failed) no thread gets a heap: every
  * thread runs the no-heap paths, slower but correct. */
 void nbm__tcache_init_process(void)
@@ -89,9 +102,12 @@ nbm_tcache_t *nbm__tcache_get(void)
     }
     nbm_tcache_t *tc = (nbm_tcache_t *)nbm__pool_rec(&tcache_pool, i);
     for (unsigned c = 0; c < NBM_NCLASSES; c++) { /* free's copies of the class (a fresh record is zeros) */
-        tc->bins[c].mask = nbm__classes[c].chunk_mask;
-        tc->bins[c].inv = nbm__classes[c].inv;
-        tc->bins[c].shift = nbm__classes[c].shift;
+        nbm_bin_t *bin = &tc->bins[c];
+        bin->mask = nbm__classes[c].chunk_mask;
+        bin->inv = nbm__classes[c].inv;
+        bin->shift = nbm__classes[c].shift;
+        bin->lim = bin_lim(c);
+        bin->room = (int32_t)(bin->lim - bin->lim / 2); /* an adopted list holds its current page's at most */
     }
     /* An adopted heap is used as its thread left it (or as a collection
      * left it): its current pages and their lists serve at once, and frees
@@ -121,10 +137,8 @@ static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
     if (pg->next)
         pg->next->prev = pg->prev;
     x->npages--;
-    if (bin->page == pg) {
-        clear_current(bin);
-        bin->head = NULL;
-    }
+    if (bin->page == pg)
+        clear_current(bin); /* empty: none of its objects is on the list */
     tc->drains++;
     unsigned order = nbm__page_order(pg->cls);
     if (order < NBM_SPARE_ORDER0 + NBM_KEPT_ORDERS && tc->kept[order - NBM_SPARE_ORDER0] == pg)
@@ -167,11 +181,10 @@ void nbm__heap_decay(nbm_tcache_t *tc)
         kept_decay(tc);
 }
 
-/* The owner's free to a non-current page off the avail list, or that
- * emptied a page (nbm__free_fast): the page joins the bin's avail list, bin
- * in hand (leak: 8 % of frees, from 22 % when a page joined at its first
- * free, not when a switch left it); an emptied page goes to the heap's
- * spares (a large class's to its kept page). */
+/* A trim's object to a non-current page off the avail list, or that
+ * emptied a page (send): the page joins the bin's avail list, bin in hand;
+ * an emptied page goes to the heap's spares (a large class's to its kept
+ * page). */
 void nbm__page_refreed(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
 {
     if (nbm__page_used(pg) == 0) {
@@ -200,21 +213,124 @@ static bool page_collect(nbm_page_t *pg)
     return nbm__page_used(pg) == 0;
 }
 
-/* The current page stops being current: its list goes back to the page,
- * counted here (the fast paths keep no count; the list is empty unless a
- * collection retires the page). */
-static void retire_current(nbm_bin_t *bin)
+/* Sends the list's objects (linked by word 0, ending in NULL) to their
+ * pages, but the current page's, which it returns (their order reversed;
+ * the first one kept is the last). This heap's own: onto the page's list,
+ * counted, with free's former edges (nbm__page_refreed): the page's first
+ * free off the avail list, and the free that empties it; the page record is
+ * read here, not on free's fast path. Relaxed: only this thread makes a
+ * page ours (or stops it being ours); another heap's value is never ours,
+ * and an object on the list keeps its page in use, so the page cannot
+ * change hands meanwhile. Other heaps': one list to nbm__remote_push. */
+static void **send(nbm_tcache_t *tc, nbm_bin_t *bin, void **list)
 {
-    nbm_page_t *pg = bin->page;
-    if (!pg)
+    uintptr_t mask = bin->mask, cur = bin->cur;
+    void **kept = NULL, **other = NULL;
+    while (list) {
+        void **o = list;
+        uintptr_t a = (uintptr_t)o;
+        list = o[0];
+        if ((a & ~mask) == cur) {
+            o[0] = kept;
+            kept = o;
+            continue;
+        }
+        nbm_page_t *pg = nbm__page_at((nbm_arena_t *)nbm__owner(a), a, mask);
+        if (nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc) {
+            o[0] = pg->free;
+            pg->free = o;
+            /* Both edges in one word (nbm_page_t.uw): off the avail list,
+             * the word is NBM_PAGE_OFF + used, negative as 16 bits after
+             * the decrement (used >= 1: the object was in use); on it, the
+             * count alone, 0 when the page empties. */
+            int16_t uw = (int16_t)(pg->uw - 1);
+            pg->uw = (uint16_t)uw;
+            if (uw <= 0)
+                nbm__page_refreed(tc, bin, pg);
+        } else {
+            o[0] = other;
+            other = o;
+        }
+    }
+    if (other)
+        nbm__remote_push((unsigned)(bin - tc->bins), other);
+    return kept;
+}
+
+/* free's fast path counted the room down to 0: the newest lim / 2 objects
+ * stay, the older go to their pages (send), but the current page's, which
+ * go after the kept ones (malloc takes them last). In leak at 1 thread
+ * the list is rarely longer than the half kept: most trims walk it and send
+ * nothing. */
+void nbm__bin_trim(nbm_tcache_t *tc, nbm_bin_t *bin)
+{
+    uint32_t keep = bin->lim / 2;
+    void **o = bin->head, **last = NULL;
+    for (uint32_t i = 0; i < keep && o; i++) {
+        last = o;
+        o = o[0];
+    }
+    bin->room = (int32_t)(bin->lim - keep);
+    if (!o)
         return;
-    uint32_t n = 0;
-    for (void **o = bin->head; o; o = o[0])
-        n++;
-    pg->free = bin->head;
-    nbm__page_set_used(pg, nbm__page_carved(pg) - n);
+    void **kept = send(tc, bin, o);
+    if (last)
+        last[0] = kept;
+    else
+        bin->head = kept;
+}
+
+/* The heartbeat: what lay on a bin's list at the last heartbeat already
+ * (below the head of then, if that object is still on it) goes to its
+ * pages, but the current page's objects. The list grows and shrinks at its
+ * head and a trim cuts below its newer half, so the objects below the mark
+ * are older than it; a mark a malloc took leaves those below it for the
+ * next interval (the thread uses the list). */
+void nbm__bins_age(nbm_tcache_t *tc)
+{
+    for (unsigned c = 0; c < NBM_NSMALL; c++) {
+        nbm_bin_t *bin = &tc->bins[c];
+        nbm_binx_t *x = &tc->binx[c];
+        void **mark = x->rmark, **o = bin->head, **prev = NULL;
+        if (mark) {
+            for (; o && o != mark; prev = o, o = o[0])
+                ;
+            if (o) {
+                void **kept = send(tc, bin, o);
+                if (prev)
+                    prev[0] = kept;
+                else
+                    bin->head = kept;
+            }
+        }
+        x->rmark = bin->head;
+    }
+}
+
+/* Every list's objects to their pages but the current pages' (exit: the
+ * heap is abandoned with its current pages and their objects). */
+static void bins_send(nbm_tcache_t *tc)
+{
+    for (unsigned c = 0; c < NBM_NCLASSES; c++) {
+        nbm_bin_t *bin = &tc->bins[c];
+        tc->binx[c].rmark = NULL;
+        if (bin->head)
+            bin->head = send(tc, bin, bin->head);
+    }
+}
+
+/* The current page stops being current, and the list goes back whole: the
+ * page's objects to it too (it is off the avail list, and its count holds
+ * the list's objects: its first one puts it back on the list, and the page
+ * empties when all of its objects came back). */
+static void retire_current(nbm_tcache_t *tc, nbm_bin_t *bin)
+{
     clear_current(bin);
+    binx_of(tc, bin)->rmark = NULL;
+    void **l = bin->head;
     bin->head = NULL;
+    if (l)
+        send(tc, bin, l);
 }
 
 /* Every page of the class: remote frees taken, empty pages released, the
@@ -244,17 +360,17 @@ static bool collect_heap(nbm_tcache_t *tc, bool spares)
     uint32_t released = 0;
     for (unsigned c = 0; c < NBM_NCLASSES; c++) {
         nbm_bin_t *bin = &tc->bins[c];
-        retire_current(bin);
+        retire_current(tc, bin);
         released += nbm__sweep_bin(tc, bin);
     }
     return (spares && nbm__spares_release(tc)) || released != 0;
 }
 
 /* Makes a page with free objects current; the bin's list is empty. */
-static void make_current(nbm_bin_t *bin, nbm_page_t *pg)
+static void make_current(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
 {
     avail_unlink(bin, pg);
-    retire_current(bin); /* its list is empty: the page is full */
+    retire_current(tc, bin); /* its list is empty: the page stays off avail, full */
     set_current(bin, pg, pg->free);
     bin->head = pg->free;
     pg->free = NULL;
@@ -357,7 +473,7 @@ static NBM_NOINLINE bool refill(nbm_tcache_t *tc, unsigned cls)
         if (!bin->avail && x->fresh * 4 >= x->npages)
             nbm__sweep_bin(tc, bin);
         if (bin->avail) {
-            make_current(bin, bin->avail);
+            make_current(tc, bin, bin->avail);
             if (bin->head)
                 return true;
             continue; /* cannot happen: avail pages hold free objects */
@@ -370,7 +486,7 @@ static NBM_NOINLINE bool refill(nbm_tcache_t *tc, unsigned cls)
             continue;
         }
         abandoned_decay(tc);
-        make_current(bin, pg); /* a revived page's list, else carved next */
+        make_current(tc, bin, pg); /* a revived page's list, else carved next */
         if (bin->head)
             return true;
     }
@@ -389,6 +505,14 @@ static inline bool switch_page(nbm_bin_t *bin)
     return take_avail(bin);
 }
 
+/* The list was empty: the room starts again at lim / 2, so its objects of
+ * other pages stay fewer than lim / 2 and the refill's own (which its pops
+ * count up). */
+static inline void refilled(nbm_bin_t *bin)
+{
+    bin->room = (int32_t)(bin->lim - bin->lim / 2);
+}
+
 /* The rest of a refill for nbm__small_refill, then the pop. */
 static NBM_NOINLINE void *refill_pop(size_t n, nbm_bin_t *bin)
 {
@@ -403,6 +527,7 @@ static NBM_NOINLINE void *refill_pop(size_t n, nbm_bin_t *bin)
  * saves no register. */
 void *nbm__small_refill(size_t n, nbm_bin_t *bin)
 {
+    refilled(bin);
     if (!switch_page(bin))
         return refill_pop(n, bin);
     return nbm__bin_pop(bin);
@@ -422,19 +547,20 @@ void *nbm__small_alloc_generic(unsigned cls)
         tc->tick = tc->tick > 16 ? tc->tick - 16 : 0;
     if (NBM_UNLIKELY(tc->tick == 0)) { /* the fast path's countdown ran out */
         tc->tick = NBM_HEARTBEAT;
-        nbm__remote_age(tc);
+        nbm__bins_age(tc);
         nbm__heap_decay(tc);
         abandoned_decay(tc);
         if (cls >= NBM_NSMALL)
             nbm__medium_tick(nbm__os_now_ns());
     }
     nbm_bin_t *bin = &tc->bins[cls];
-    if (bin->rhead) /* held remote frees first, as in nbm__malloc_fast */
-        return nbm__bin_pop_held(bin);
-    if (cls >= NBM_NSMALL)
+    if (cls >= NBM_NSMALL) /* its list is empty (lim 1: every free trims it) */
         return nbm__large_alloc(tc, cls);
-    if (!bin->head && !refill(tc, cls))
-        return NULL;
+    if (!bin->head) {
+        refilled(bin);
+        if (!refill(tc, cls))
+            return NULL;
+    }
     return nbm__bin_pop(bin);
 }
 
@@ -455,11 +581,11 @@ static bool release_medium(nbm_tcache_t *tc)
     return any;
 }
 
-/* The thread's caches that are no page of its own go back: held remote
- * frees, medium blocks, descriptors, statistics. */
+/* The thread's caches that are no page of its own go back: the lists'
+ * objects but the current pages', medium blocks, descriptors, statistics. */
 static void flush_caches(nbm_tcache_t *tc)
 {
-    nbm__remote_flush(tc);
+    bins_send(tc);
     release_medium(tc);
     nbm__desc_flush(tc);
     nbm_stat_add(&nbm__gstats.medium_live, (uint64_t)tc->medium_delta);
@@ -471,7 +597,6 @@ static void flush_caches(nbm_tcache_t *tc)
 
 void nbm__tcache_flush(nbm_tcache_t *tc, bool spares)
 {
-    nbm__remote_flush(tc);
     collect_heap(tc, spares);
     flush_caches(tc);
 }
@@ -537,7 +662,6 @@ bool nbm__heaps_collect(bool medium)
     nbm_tcache_t *tc = nbm__tc;
     bool any = false;
     if (tc) {
-        nbm__remote_flush(tc);
         any |= collect_heap(tc, true);
         if (medium)
             any |= release_medium(tc);

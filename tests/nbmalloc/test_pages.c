@@ -367,15 +367,19 @@ static void test_spare_revive(void)
 #define EDGE_CAP  16
 #define EDGE_N    (8 * EDGE_CAP)
 
-/* The owner's free to a page that is not its bin's current one counts the
- * page's objects in use down (nbm__free_fast): the free that empties a full
- * page gives it back to the heap at once (one page fewer in the
- * statistics, no sweep or purge needed), and a full page's first free puts
- * it on the avail list, so when the current page is used up the next
- * malloc returns that object, not one of a new page. */
+/* The owner's frees go onto the thread's list whatever their page, and
+ * the list's trim (every lim / 2 frees of the class; lim is 16 objects of
+ * 4 KiB) sends all but the newest lim / 2 to their pages, counting each
+ * page's objects in use down: a full page whose 16 objects were all freed
+ * is still held (the newest 8 are on the list, for the next mallocs), and
+ * 16 frees later, of the current page's objects, which the trim keeps, it
+ * is given back to the heap (one page fewer in the statistics, no sweep or
+ * purge needed). A full page's first free: when the current page is used
+ * up and the list is empty, the next malloc returns that object, not one
+ * of a new page. */
 static void test_owner_edges(void)
 {
-    static char *v[EDGE_N];
+    static char *v[EDGE_N + EDGE_CAP]; /* the fill, and the current page's objects again */
     int n = 0;
     nbm_purge();
     /* Until the current page is full and held whole: a later malloc then
@@ -411,7 +415,7 @@ static void test_owner_edges(void)
     CHECK_EQ(nfull, 2);
     if (nfull != 2)
         goto out;
-    /* The emptying free gives the page back at once. */
+    /* The page is given back by the trim that sends its last object. */
     nbm_stats_t before, after;
     nbm_get_stats(&before);
     for (int i = 0; i < n; i++)
@@ -420,7 +424,23 @@ static void test_owner_edges(void)
             v[i] = NULL;
         }
     nbm_get_stats(&after);
+    CHECK_EQ(after.chunks, before.chunks); /* 8 of its objects on the list */
+    int ncur = 0;
+    for (int i = 0; i < n; i++)
+        if (v[i] && page_of(v[i]) == cur) {
+            nbm_free(v[i]);
+            v[i] = NULL;
+            ncur++;
+        }
+    CHECK_EQ(ncur, EDGE_CAP);
+    nbm_get_stats(&after);
     CHECK_EQ(after.chunks + 1, before.chunks);
+    /* The list holds the current page's 16 objects now: empty it. */
+    for (int i = 0; i < EDGE_CAP; i++)
+        v[n + i] = nbm_malloc(EDGE_SIZE);
+    for (int i = 0; i < EDGE_CAP; i++)
+        CHECK(v[n + i] != NULL && page_of(v[n + i]) == cur);
+    n += EDGE_CAP;
     /* A full page's first free: its object is the next one handed out. */
     char *x = NULL;
     for (int i = 0; i < n && !x; i++)
