@@ -458,6 +458,37 @@ out:
     nbm_purge();
 }
 
+/* The thread's list takes a free of any page: once the bin has moved on
+ * to a second page (whose objects are on the list), a free of an object of
+ * the first page is the next malloc's object (the former bin held the
+ * current page's objects only and handed out the second page's first). */
+static void test_list_any_page(void)
+{
+    static char *v[EDGE_N];
+    int n = 0;
+    nbm_purge();
+    do {
+        CHECK(n < EDGE_N);
+        if (n >= EDGE_N)
+            goto out;
+        v[n] = nbm_malloc(EDGE_SIZE);
+        CHECK(v[n] != NULL);
+        if (!v[n])
+            goto out;
+        n++;
+    } while (page_of(v[n - 1]) == page_of(v[0]));
+    char *x = v[0];
+    nbm_free(x);
+    v[0] = NULL;
+    char *y = nbm_malloc(EDGE_SIZE);
+    CHECK(y == x);
+    nbm_free(y);
+out:
+    for (int i = 0; i < n; i++)
+        nbm_free(v[i]);
+    nbm_purge();
+}
+
 /* The page a switch leaves (used up, full) joins the avail list at once,
  * at its end, so its first free is no edge for free's fast path: three full
  * pages A, B, C (C current); B's first free, and the next malloc switches
@@ -766,6 +797,7 @@ int main(int argc, char **argv)
     test_return(mib, check_rss);
     test_spare_revive();
     test_owner_edges();
+    test_list_any_page();
     test_switch_order();
     test_colour();
     test_remote_page_reuse();
