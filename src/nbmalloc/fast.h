@@ -73,7 +73,7 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
         {
             /* &tc->bins[k - 1] as a byte offset from k (bins sit one bin
              * into the record): one shift. The class's mask, inverse and
-             * shift are the bin's copies, in the line read for cur; for
+             * shift are the bin's copies, in the line of the list; for
              * k = 0, the record's zeros (none_mask). */
             nbm_bin_t *bin = (nbm_bin_t *)((char *)tc + k * sizeof(nbm_bin_t));
             uintptr_t mask = bin->mask;
@@ -91,7 +91,7 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
             /* Any page, any heap (internal.h): one list, so no branch on
              * the page (the former test for the current page missed 742 K
              * times in leak's 2 M frees at 1 thread); the trim sorts by
-             * page, lim / 2 frees at a time. */
+             * page, 3 lim / 4 frees at a time. */
             o[0] = bin->head;
             bin->head = o;
             if (NBM_UNLIKELY(--bin->room <= 0))

@@ -215,10 +215,11 @@ static inline void nbm__page_set_used(nbm_page_t *pg, uint32_t n)
  * third of leak's frees). An object on it still counts as in use on its
  * page, so popping it changes nothing there and a page with an object on
  * any thread's list cannot empty. Each free counts `room` down and each
- * malloc up; at 0 the list is trimmed (nbm__bin_trim, heap.c): the newest lim / 2 objects stay,
- * and so do the current page's (refills put them there); every other object
- * goes back: this heap's own to its page's list (counted, with the page's
- * edges: it joins the avail list, or it empties and leaves the class),
+ * malloc up; at 0 the list is trimmed (nbm__bin_trim, heap.c): the newest
+ * lim / 4 objects stay; every other object goes back: this heap's own to
+ * its page's list (counted, with the page's edges: it joins the avail list,
+ * or it empties and leaves the class; the current page's list is taken
+ * first by the next refill),
  * other heaps' to their pages' remote lists, grouped by page (remote.c).
  * lim is 32 KiB of the class (16 to 256 objects); 1 in a large class,
  * whose frees so go to their pages at once (large.c). The heartbeat sends
@@ -227,17 +228,22 @@ static inline void nbm__page_set_used(nbm_page_t *pg, uint32_t n)
  * thread exit, nbm_purge and recovery send it all. */
 typedef struct nbm_bin {
     _Alignas(NBM_CACHE_LINE) void *head;
-    uintptr_t cur;          /* the current page's first byte, 0 = none (the trim keeps its objects) */
     struct nbm_page *page;  /* current page, NULL = none */
     struct nbm_page *avail; /* non-current pages with free objects, and pages a switch left */
     int32_t  room;          /* frees until the next trim (more frees than mallocs) */
-    uint32_t lim;           /* room after a trim is lim - lim / 2 (set when a thread takes the heap) */
+    uint32_t lim;           /* set when a thread takes the heap (heap.c: bin_lim) */
     /* Copies of the class's chunk_mask, inv and shift (nbm_class_t), set
      * when a thread takes the heap: free's checks read them in this line,
      * which it touches anyway, with no class record to address. */
     uint32_t mask, inv, shift;
 } nbm_bin_t;
 _Static_assert(sizeof(nbm_bin_t) == NBM_CACHE_LINE, "a bin is one cache line");
+
+/* The room after a trim or a refill: lim - lim / 4 (1 in a large class). */
+static inline int32_t nbm__bin_room0(const nbm_bin_t *bin)
+{
+    return (int32_t)(bin->lim - bin->lim / 4);
+}
 
 /* Pops the bin's list; the object is untagged, so a later free of it does
  * not look like a double free, and the room grows by one (a free and a
@@ -293,7 +299,7 @@ typedef struct nbm_tcache {
      * word is 0) with no test of the byte: mask and inverse 0 fail its
      * offset check (0 < carved = 0 is false), whose path tells a medium
      * block from a bad pointer. */
-    uint32_t none_pad[6];
+    uint32_t none_pad[4];
     uint32_t none_mask, none_inv, none_shift;
     _Alignas(NBM_CACHE_LINE) nbm_bin_t bins[NBM_NCLASSES]; /* records are line-aligned: a bin is one line */
     nbm_binx_t binx[NBM_NCLASSES];

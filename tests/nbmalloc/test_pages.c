@@ -368,12 +368,12 @@ static void test_spare_revive(void)
 #define EDGE_N    (8 * EDGE_CAP)
 
 /* The owner's frees go onto the thread's list whatever their page, and
- * the list's trim (every lim / 2 frees of the class; lim is 16 objects of
- * 4 KiB) sends all but the newest lim / 2 to their pages, counting each
- * page's objects in use down: a full page whose 16 objects were all freed
- * is still held (the newest 8 are on the list, for the next mallocs), and
- * 16 frees later, of the current page's objects, which the trim keeps, it
- * is given back to the heap (one page fewer in the statistics, no sweep or
+ * the list's trim (every 12 frees of the class net of mallocs, at most 28
+ * after a refill; lim is 16 objects of 4 KiB) sends all but the newest
+ * lim / 4 to their pages, counting each page's objects in use down: a full
+ * page whose 16 objects were all freed is still held (its newest 4 are on
+ * the list, for the next mallocs), and 16 frees later (of the current
+ * page's objects) it is given back to the heap (one page fewer in the statistics, no sweep or
  * purge needed). A full page's first free: when the current page is used
  * up and the list is empty, the next malloc returns that object, not one
  * of a new page. */
@@ -424,7 +424,7 @@ static void test_owner_edges(void)
             v[i] = NULL;
         }
     nbm_get_stats(&after);
-    CHECK_EQ(after.chunks, before.chunks); /* 8 of its objects on the list */
+    CHECK_EQ(after.chunks, before.chunks); /* 4 of its objects on the list */
     int ncur = 0;
     for (int i = 0; i < n; i++)
         if (v[i] && page_of(v[i]) == cur) {
@@ -435,7 +435,8 @@ static void test_owner_edges(void)
     CHECK_EQ(ncur, EDGE_CAP);
     nbm_get_stats(&after);
     CHECK_EQ(after.chunks + 1, before.chunks);
-    /* The list holds the current page's 16 objects now: empty it. */
+    /* Take the current page's 16 objects again (from the list and the
+     * page's own list). */
     for (int i = 0; i < EDGE_CAP; i++)
         v[n + i] = nbm_malloc(EDGE_SIZE);
     for (int i = 0; i < EDGE_CAP; i++)
