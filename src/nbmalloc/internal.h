@@ -209,28 +209,30 @@ static inline void nbm__page_set_used(nbm_page_t *pg, uint32_t n)
  * take from), the other pages the heap owns in the class.
  *
  * `head` is the thread's list of free objects of the class, from any pages
- * of any heaps (tcmalloc's thread cache list): malloc pops it, and every
- * free of the class by this thread pushes onto it, whatever the page, with
- * no branch on the page (a test for the current page mispredicted on a
- * third of leak's frees). An object on it still counts as in use on its
- * page, so popping it changes nothing there and a page with an object on
- * any thread's list cannot empty. Each free counts `room` down and each
- * malloc up; at 0 the list is trimmed (nbm__bin_trim, heap.c): the newest
- * lim / 4 objects stay; every other object goes back: this heap's own to
- * its page's list (counted, with the page's edges: it joins the avail list,
- * or it empties and leaves the class; the current page's list is taken
- * first by the next refill),
- * other heaps' to their pages' remote lists, grouped by page (remote.c).
- * lim is 32 KiB of the class (16 to 256 objects); 1 in a large class,
- * whose frees so go to their pages at once (large.c). The heartbeat sends
- * what lay below the list's head of the previous heartbeat (unused for a
- * whole interval: a page of an idle class can empty); nbm_thread_flush,
- * thread exit, nbm_purge and recovery send it all. */
+ * of any heaps (tcmalloc's thread cache list): malloc pops it, and a free
+ * of the class by this thread pushes onto it, whatever the page, while
+ * the list has room, with no branch on the page (a test for the current
+ * page mispredicted on a third of leak's frees). An object on it still
+ * counts as in use on its page, so popping it changes nothing there and a
+ * page with an object on any thread's list cannot empty. Each free onto
+ * the list counts `room` down and each malloc up (a refill sets it to lim:
+ * 32 KiB of the class, 16 to 256 objects; 0 in a large class, whose frees
+ * so go to their pages at once, large.c). With no room, a free goes to its
+ * page if the page is this heap's (counted, with the page's edges: it
+ * joins the avail list, or it empties and leaves the class), as the free
+ * of a non-current page did before; another heap's object goes onto the
+ * list, which is trimmed: the newest lim / 4 stay, the others go to their
+ * pages, other heaps' to their remote lists grouped by page (remote.c). So
+ * a run of frees walks no list, and frees handed to another thread
+ * (prodcons) cross back in batches. The heartbeat sends what lay below the
+ * list's head of the previous heartbeat (unused for a whole interval: a
+ * page of an idle class can empty); nbm_thread_flush, thread exit,
+ * nbm_purge and recovery send it all. */
 typedef struct nbm_bin {
     _Alignas(NBM_CACHE_LINE) void *head;
     struct nbm_page *page;  /* current page, NULL = none */
     struct nbm_page *avail; /* non-current pages with free objects, and pages a switch left */
-    int32_t  room;          /* frees until the next trim (more frees than mallocs) */
+    int32_t  room;          /* frees the list may still take (net of mallocs) */
     uint32_t lim;           /* set when a thread takes the heap (heap.c: bin_lim) */
     /* Copies of the class's chunk_mask, inv and shift (nbm_class_t), set
      * when a thread takes the heap: free's checks read them in this line,
@@ -238,12 +240,6 @@ typedef struct nbm_bin {
     uint32_t mask, inv, shift;
 } nbm_bin_t;
 _Static_assert(sizeof(nbm_bin_t) == NBM_CACHE_LINE, "a bin is one cache line");
-
-/* The room after a trim or a refill: lim - lim / 4 (1 in a large class). */
-static inline int32_t nbm__bin_room0(const nbm_bin_t *bin)
-{
-    return (int32_t)(bin->lim - bin->lim / 4);
-}
 
 /* Pops the bin's list; the object is untagged, so a later free of it does
  * not look like a double free, and the room grows by one (a free and a
@@ -588,10 +584,11 @@ NBM_HIDDEN void  nbm__small_free_generic(void *p, nbm_page_t *pg);
  * without the generic path's second look at the heap, the class and the
  * heartbeat; the generic path when no page can be had (ENOMEM). */
 NBM_HIDDEN void *nbm__small_refill(size_t n, nbm_bin_t *bin);
-/* free's fast path counted the bin's room down to 0: the list is trimmed
- * (heap.c). Other heaps' objects go to their pages' remote lists through
+/* free of a small object (checked and tagged) of another heap's page
+ * whose bin's list has no room (heap.c): onto the list, which is trimmed.
+ * Other heaps' objects go to their pages' remote lists through
  * nbm__remote_push (remote.c: a list of class cls, linked by word 0). */
-NBM_HIDDEN void  nbm__bin_trim(nbm_tcache_t *tc, nbm_bin_t *bin);
+NBM_HIDDEN void  nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, void **o);
 NBM_HIDDEN void  nbm__remote_push(unsigned cls, void **list);
 /* nbm__fatal(what, p), never returns; not declared noreturn so that free's
  * fast path reaches it with a jump and keeps no stack frame. */
