@@ -294,30 +294,27 @@ void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, void **o)
     bin_trim(tc, bin);
 }
 
-/* The heartbeat: what lay on a bin's list at the last heartbeat already
- * (below the head of then, if that object is still on it) goes to its
- * pages. The list grows and shrinks at its
- * head and a trim cuts below its newer half, so the objects below the mark
- * are older than it; a mark a malloc took leaves those below it for the
- * next interval (the thread uses the list). */
+/* The heartbeat: a list whose head is the one of the last heartbeat (a
+ * whole interval of 4096 mallocs with no push or pop of the class, or as
+ * many of each) is idle, and goes to its pages whole, so the pages of a
+ * class the thread stopped using can empty. A list in use keeps its
+ * objects (at most lim more than its last refill brought). Sending what
+ * lay below the last head, as the held remote frees were aged, walked
+ * every list to its old head at every heartbeat: hybrid-pool 2.6x the
+ * first-level data cache misses of main (callgrind), +3-4 % CPU a pair. */
 void nbm__bins_age(nbm_tcache_t *tc)
 {
     for (unsigned c = 0; c < NBM_NSMALL; c++) {
         nbm_bin_t *bin = &tc->bins[c];
         nbm_binx_t *x = &tc->binx[c];
-        void **mark = x->rmark, **o = bin->head, **prev = NULL;
-        if (mark) {
-            for (; o && o != mark; prev = o, o = o[0])
-                ;
-            if (o) {
-                if (prev)
-                    prev[0] = NULL;
-                else
-                    bin->head = NULL;
-                send(tc, bin, o);
-            }
+        void **h = bin->head;
+        if (h && h == x->rmark) {
+            bin->head = NULL;
+            bin->room = (int32_t)bin->lim;
+            send(tc, bin, h);
+            h = NULL;
         }
-        x->rmark = bin->head;
+        x->rmark = h;
     }
 }
 
