@@ -3,10 +3,12 @@
  * adoption of abandoned heaps, collection and recovery.
  *
  * The fast paths (fast.h) pop and push the bin's list, which holds objects
- * of any pages (internal.h); every 3 lim / 4 frees of a class (net of
- * mallocs), its trim (here) sends the list's older objects to their pages. Every NBM_HEARTBEAT-th
- * fast malloc comes here for the heartbeat (lists aged, spare decay). When
- * the bin's list is empty (refill):
+ * of any pages (internal.h); with no room on it, free gives this heap's
+ * objects to their pages itself and brings other heaps' here (the trim:
+ * sent to their pages in batches). Every NBM_HEARTBEAT-th fast malloc
+ * comes here for the heartbeat (idle lists sent, spare decay). When the
+ * bin's list is empty (refill):
+ *   0. the current page's own list (frees that found no room);
  *   1. the current page's remote frees (one exchange);
  *   2. the current page's uncarved tail (a batch at a time: lazy carving
  *      keeps untouched memory free of RSS);

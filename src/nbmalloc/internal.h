@@ -224,10 +224,11 @@ static inline void nbm__page_set_used(nbm_page_t *pg, uint32_t n)
  * list, which is trimmed: the newest lim / 4 stay, the others go to their
  * pages, other heaps' to their remote lists grouped by page (remote.c). So
  * a run of frees walks no list, and frees handed to another thread
- * (prodcons) cross back in batches. The heartbeat sends what lay below the
- * list's head of the previous heartbeat (unused for a whole interval: a
- * page of an idle class can empty); nbm_thread_flush, thread exit,
- * nbm_purge and recovery send it all. */
+ * (prodcons) cross back in batches. With no room, the current page's
+ * objects still go onto the list, uncounted (at most a page's worth). The
+ * heartbeat sends a list whose head has not changed for a whole interval
+ * (an idle class: its pages can empty); nbm_thread_flush, thread exit,
+ * nbm_purge and recovery send every list. */
 typedef struct nbm_bin {
     _Alignas(NBM_CACHE_LINE) void *head;
     struct nbm_page *page;  /* current page, NULL = none */
@@ -610,8 +611,8 @@ NBM_HIDDEN void  nbm__desc_flush(nbm_tcache_t *tc);
  * too. True if anything was given back. */
 NBM_HIDDEN bool  nbm__heaps_collect(bool medium);
 NBM_HIDDEN bool  nbm__recover(void);                  /* after ENOMEM: true if anything was freed */
-/* The heartbeat's trim of every bin: what lay on a list at the last
- * heartbeat already goes back (the current pages' objects stay). */
+/* The heartbeat's look at every bin: a list whose head is the last
+ * heartbeat's goes back whole (heap.c). */
 NBM_HIDDEN void  nbm__bins_age(nbm_tcache_t *tc);
 
 /* --- spare pages (spare.c): a heap's empty pages, kept for its next pages ------- */
