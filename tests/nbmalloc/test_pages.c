@@ -506,6 +506,48 @@ out:
     nbm_purge();
 }
 
+/* A list whose class goes idle goes back at the heartbeat (every 4096
+ * mallocs on the fast path): a full page's 16 objects freed onto the list
+ * (room: lim 16 after the refill of the next page, and its pop) keep the
+ * page; 3 x 4096 mallocs of another class later (two heartbeats: the
+ * first marks the list's head, the second finds it unchanged) the list
+ * was sent and the page given back. (Main gave it back at once: the
+ * first count fails there.) */
+static void test_idle_list(void)
+{
+    static char *v[EDGE_N];
+    int n = 0;
+    nbm_purge();
+    nbm_free(nbm_malloc(32)); /* its page is there before the count */
+    do {
+        CHECK(n < EDGE_N);
+        if (n >= EDGE_N)
+            goto out;
+        v[n] = nbm_malloc(EDGE_SIZE);
+        CHECK(v[n] != NULL);
+        if (!v[n])
+            goto out;
+        n++;
+    } while (page_of(v[n - 1]) == page_of(v[0]));
+    CHECK_EQ(n - 1, EDGE_CAP); /* the first page full, one object of the next */
+    nbm_stats_t before, after;
+    nbm_get_stats(&before);
+    for (int i = 0; i < n - 1; i++) {
+        nbm_free(v[i]);
+        v[i] = NULL;
+    }
+    nbm_get_stats(&after);
+    CHECK_EQ(after.chunks, before.chunks); /* on the list: the page is in use */
+    for (int i = 0; i < 3 * 4096; i++)
+        nbm_free(nbm_malloc(32));
+    nbm_get_stats(&after);
+    CHECK_EQ(after.chunks + 1, before.chunks);
+out:
+    for (int i = 0; i < n; i++)
+        nbm_free(v[i]);
+    nbm_purge();
+}
+
 /* The page a switch leaves (used up, full) joins the avail list at once,
  * at its end, so its first free is no edge for free's fast path: three full
  * pages A, B, C (C current); B's first free, and the next malloc switches
@@ -815,6 +857,7 @@ int main(int argc, char **argv)
     test_spare_revive();
     test_owner_edges();
     test_list_any_page();
+    test_idle_list();
     test_switch_order();
     test_colour();
     test_remote_page_reuse();
