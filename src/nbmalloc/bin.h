@@ -76,19 +76,6 @@ static inline void page_link(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
 static inline void clear_current(nbm_bin_t *bin)
 {
     bin->page = NULL;
-    bin->cur = 0;
-}
-
-/* The bin's current page; free finds it by its first byte,
- * taken from any object of the page (obj) when there is one at hand:
- * nbm__page_base costs a call and a load per page switch. */
-static inline void set_current(nbm_bin_t *bin, nbm_page_t *pg, const void *obj)
-{
-    bin->page = pg;
-    if (obj)
-        bin->cur = (uintptr_t)obj & ~(uintptr_t)nbm__classes[pg->cls].chunk_mask;
-    else
-        bin->cur = nbm__page_base(pg);
 }
 
 #endif /* NBM_BIN_H */

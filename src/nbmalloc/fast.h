@@ -9,19 +9,15 @@
 
 #include "internal.h"
 
-/* About 14 instructions: a TLS load, the heartbeat countdown, a table
- * lookup, a list pop and the store that clears the freed-object tag. No atomic operation. Other
- * heaps' objects this thread freed and still holds (rhead) go first; their
- * room (rroom) grows by the one taken. */
+/* About 12 instructions: a TLS load, the heartbeat countdown, a table
+ * lookup, a list pop and the store that clears the freed-object tag. No
+ * atomic operation. The list holds objects of any pages (internal.h). */
 __attribute__((always_inline)) static inline void *nbm__malloc_fast(size_t n)
 {
     nbm_tcache_t *tc = nbm__tc;
     if (NBM_LIKELY(n <= NBM_FAST_MAX && tc != NULL && --tc->tick != 0)) {
-        /* The bin by byte offset (one shift): indexed as an array, the
-         * compiler kept the index live to address rroom a second way. */
+        /* The bin by byte offset (one shift). */
         nbm_bin_t *bin = (nbm_bin_t *)((char *)tc->bins + (size_t)nbm__class_of_small[(n + 15) >> 4] * sizeof(nbm_bin_t));
-        if (bin->rhead != NULL)
-            return nbm__bin_pop_held(bin);
         if (NBM_LIKELY(bin->head != NULL))
             return nbm__bin_pop(bin);
         /* The bin is empty: to its refill, a tail call with n as it came
@@ -54,12 +50,12 @@ static inline bool nbm__offset_ok(const nbm_class_t *c, uintptr_t a, uint32_t w)
     return nbm__offset_check(c->chunk_mask, c->inv, c->shift, a, w);
 }
 
-/* 41 instructions to the current page, with no stack frame: owner lookup,
- * class byte, offset check, tag check, and a push onto the bin's list (the
- * current page is recognised by its first byte: no page record is touched;
- * the class's figures are the bin's copies: no class record either).
- * Another page of this heap: a push onto the page's list, here; another
- * heap's page goes to nbm__free_other (free.c) by a tail call. The unit
+/* About 30 instructions, with no stack frame and no branch on the page:
+ * owner lookup, class byte, offset check,
+ * tag check, a push onto the bin's list and its room counted down, whatever
+ * the page and its heap (no page record is touched; the class's figures are
+ * the bin's copies: no class record either). When the list has no room,
+ * the object goes to its page (heap.c). The unit
  * word's class byte is class + 1; the bins are indexed with it (k - 1
  * folds into the addressing), and byte 0 (a medium block) reads zeros that
  * fail the offset check, so it needs no test of its own. The reports go
@@ -77,7 +73,7 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
         {
             /* &tc->bins[k - 1] as a byte offset from k (bins sit one bin
              * into the record): one shift. The class's mask, inverse and
-             * shift are the bin's copies, in the line read for cur; for
+             * shift are the bin's copies, in the line of the list; for
              * k = 0, the record's zeros (none_mask). */
             nbm_bin_t *bin = (nbm_bin_t *)((char *)tc + k * sizeof(nbm_bin_t));
             uintptr_t mask = bin->mask;
@@ -92,25 +88,34 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
                 return;
             }
             o[1] = (void *)tag;
-            if (NBM_LIKELY((a & ~mask) == bin->cur)) {
+            /* Any page, any heap (internal.h): one list, so no branch on
+             * the page (the former test for the current page missed 742 K
+             * times in leak's 2 M frees at 1 thread), while the list has
+             * room; else to the page (nbm__free_full, a tail call). */
+            if (NBM_LIKELY(bin->room > 0)) {
+                o[0] = bin->head;
+                bin->head = o;
+                bin->room--;
+                return;
+            }
+            /* No room: the current page's object goes onto the list all
+             * the same (uncounted: at most the page's objects; thread-test
+             * frees 18 % of its objects there, and the page path cost it
+             * 4 % CPU a pair); a page of this heap gets the object on its
+             * own list, here, in the page record's line (inlined: 20
+             * instructions against 27 through a call; a run of frees,
+             * thread-test's, comes here after lim). Relaxed:
+             * only this thread makes a page ours (or stops it being ours);
+             * another heap's value is never ours. The edges go to
+             * nbm__page_refreed: the page is off the bin's avail list, or
+             * the free empties it. Another heap's page: nbm__free_other. */
+            nbm_page_t *pg = nbm__page_at(ar, a, mask);
+            __asm__("" : "+r"(pg)); /* one address for all its fields (gcc 12 formed two) */
+            if (pg == bin->page) {
                 o[0] = bin->head;
                 bin->head = o;
                 return;
             }
-            /* Another page of this heap (leak: 69 % of frees; thread-test,
-             * freeing in allocation order: 82 %) onto the page's own list,
-             * here, in the page record's line: inlined, 20 instructions
-             * against 27 through a call. Relaxed: only this thread makes a
-             * page ours (or stops it being ours); another heap's value is
-             * never ours. The edges go to nbm__page_refreed: the first free
-             * to a page off the bin's avail list (a page a switch leaves
-             * joins the list then, full: only pages a refill took off it
-             * full, and large classes' full pages, come here) and the free
-             * that empties a page (its count of objects in use falls to 0).
-             * Under random frees the first edge was as frequent as page
-             * switches (leak: 22 % of frees) and mispredicted. */
-            nbm_page_t *pg = nbm__page_at(ar, a, mask);
-            __asm__("" : "+r"(pg)); /* one address for all its fields (gcc 12 formed two) */
             if (NBM_LIKELY(nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc)) {
                 o[0] = pg->free;
                 pg->free = o;

@@ -6,7 +6,8 @@
  *  - a pointer in a small-object chunk that is not on an object boundary, or
  *    past the objects carved so far (never handed out);
  *  - a small object that carries the freed-object tag: freed already
- *    (wherever the first free put it: a page's own or remote list),
+ *    (wherever the first free put it: a thread's list, a page's own or
+ *    remote list),
  *    or carved onto a free list and never handed out ("double free");
  *  - a medium pointer that is not the start of a block handed out (interior,
  *    never allocated, back in the back-end: "invalid pointer"), or a block
@@ -31,20 +32,6 @@ void nbm__free_unaligned(void *p)
         return;
     }
     nbm__fatal("free(): invalid pointer", p);
-}
-
-/* A page of another heap (the fast path pushed this heap's own). */
-void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, void **o)
-{
-    /* Another heap's page: held by this thread, whatever the page, while
-     * there is room (remote.c). */
-    if (NBM_LIKELY(bin->rroom != 0)) {
-        o[0] = bin->rhead;
-        bin->rhead = o;
-        bin->rroom--;
-        return;
-    }
-    nbm__remote_hold(tc, bin, o);
 }
 
 void nbm__free_generic(void *p)

@@ -2,10 +2,13 @@
  * heap.c - per-thread heaps: the bins' slow paths, thread start and exit,
  * adoption of abandoned heaps, collection and recovery.
  *
- * The fast paths (internal.h) pop and push the current page's list in the
- * bin, or the held remote frees. Every NBM_HEARTBEAT-th fast malloc comes
- * here for the heartbeat (held remote frees aged, spare decay). When the
+ * The fast paths (fast.h) pop and push the bin's list, which holds objects
+ * of any pages (internal.h); with no room on it, free gives this heap's
+ * objects to their pages itself and brings other heaps' here (the trim:
+ * sent to their pages in batches). Every NBM_HEARTBEAT-th fast malloc
+ * comes here for the heartbeat (idle lists sent, spare decay). When the
  * bin's list is empty (refill):
+ *   0. the current page's own list (frees that found no room);
  *   1. the current page's remote frees (one exchange);
  *   2. the current page's uncarved tail (a batch at a time: lazy carving
  *      keeps untouched memory free of RSS);
@@ -21,9 +24,9 @@
  *      was a page of the class; a cached free block; else the back-end);
  *      when there is none, the thread collects what the heaps hold and
  *      tries once more.
- * An owner's free that empties a non-current page makes it a spare at once.
+ * A trim that empties a non-current page makes it a spare at once.
  *
- * Thread exit (a pthread key destructor): held remote frees, medium blocks,
+ * Thread exit (a pthread key destructor): the lists' objects, medium blocks,
  * descriptors and spares go back, and the record, with its pages and their
  * lists as they are, goes on the stack of abandoned heaps. The next new
  * thread adopts it whole and warm (its pages' owner word is the record's
@@ -58,6 +61,17 @@ static bool have_key;
 static void tcache_exit(void *v);
 static bool collect_heap(nbm_tcache_t *tc, bool spares);
 static void abandoned_decay(nbm_tcache_t *tc);
+
+/* A bin's list: 32 KiB of its class, 16 to 256 objects; a large class 0
+ * (its frees go to their pages at once: large.c). */
+#define NBM_LIST_BYTES 32768u
+static uint32_t bin_lim(unsigned cls)
+{
+    if (cls >= NBM_NSMALL)
+        return 0;
+    uint32_t n = NBM_LIST_BYTES / nbm__classes[cls].size;
+    return n < 16 ? 16 : n > 256 ? 256 : n;
+}
 
 /* Without the key (pthread_key_create failed) no thread gets a heap: every
  * thread runs the no-heap paths, slower but correct. */
@@ -102,9 +116,12 @@ nbm_tcache_t *nbm__tcache_get(void)
     }
     nbm_tcache_t *tc = (nbm_tcache_t *)nbm__pool_rec(&tcache_pool, i);
     for (unsigned c = 0; c < NBM_NCLASSES; c++) { /* free's copies of the class (a fresh record is zeros) */
-        tc->bins[c].mask = nbm__classes[c].chunk_mask;
-        tc->bins[c].inv = nbm__classes[c].inv;
-        tc->bins[c].shift = nbm__classes[c].shift;
+        nbm_bin_t *bin = &tc->bins[c];
+        bin->mask = nbm__classes[c].chunk_mask;
+        bin->inv = nbm__classes[c].inv;
+        bin->shift = nbm__classes[c].shift;
+        bin->lim = bin_lim(c);
+        bin->room = (int32_t)bin->lim;
     }
     /* An adopted heap is used as its thread left it (or as a collection
      * left it): its current pages and their lists serve at once, and frees
@@ -134,10 +151,8 @@ static void page_drop(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
     if (pg->next)
         pg->next->prev = pg->prev;
     x->npages--;
-    if (bin->page == pg) {
-        clear_current(bin);
-        bin->head = NULL;
-    }
+    if (bin->page == pg)
+        clear_current(bin); /* empty: none of its objects is on the list */
     tc->drains++;
     unsigned order = nbm__page_order(pg->cls);
     if (order < NBM_SPARE_ORDER0 + NBM_KEPT_ORDERS && tc->kept[order - NBM_SPARE_ORDER0] == pg)
@@ -180,13 +195,16 @@ void nbm__heap_decay(nbm_tcache_t *tc)
         kept_decay(tc);
 }
 
-/* The owner's free to a non-current page off the avail list, or that
- * emptied a page (nbm__free_fast): the page joins the bin's avail list, bin
- * in hand (leak: 8 % of frees, from 22 % when a page joined at its first
- * free, not when a switch left it); an emptied page goes to the heap's
- * spares (a large class's to its kept page). */
+/* A trim's objects to a page off the avail list, or that emptied a page
+ * (send): the page joins the bin's avail list, bin in hand; an emptied page
+ * goes to the heap's spares (a large class's to its kept page). The
+ * current page stays as it is, even empty, as when its objects stayed on
+ * the list: a heap a thread leaves keeps it, warm, for its adopter, and
+ * its list is the next refill's. */
 void nbm__page_refreed(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
 {
+    if (pg == bin->page)
+        return; /* stays current, off avail, even empty (its list: the next refill's) */
     if (nbm__page_used(pg) == 0) {
         if (pg->cls < NBM_NSMALL || nbm__page_order(pg->cls) >= NBM_SPARE_ORDER0 + NBM_KEPT_ORDERS) {
             page_drop(tc, bin, pg);
@@ -213,21 +231,138 @@ static bool page_collect(nbm_page_t *pg)
     return nbm__page_used(pg) == 0;
 }
 
-/* The current page stops being current: its list goes back to the page,
- * counted here (the fast paths keep no count; the list is empty unless a
- * collection retires the page). */
-static void retire_current(nbm_bin_t *bin)
+/* Sends the list's objects (linked by word 0, ending in NULL) to their
+ * pages. The list is taken in runs of one page (objects freed in
+ * allocation order come in long runs; random frees in runs of one),
+ * already linked in order: a run goes whole, its page looked up once.
+ * This heap's own (the current page too): onto the page's list, its count
+ * of objects in use lowered by the run's length, with free's former edges
+ * (nbm__page_refreed): the page is off the avail list, or it empties; the
+ * page record is read here, not on free's fast path. Relaxed: only this
+ * thread makes a page ours (or stops it being ours); another heap's value
+ * is never ours, and an object on the list keeps its page in use, so the
+ * page cannot change hands meanwhile. Other heaps': one list to
+ * nbm__remote_push, which groups it by page. */
+static void send(nbm_tcache_t *tc, nbm_bin_t *bin, void **list)
+{
+    uintptr_t mask = bin->mask;
+    void **other = NULL;
+    while (list) {
+        void **first = list, **last = list;
+        uintptr_t base = (uintptr_t)first & ~mask;
+        uint32_t n = 1;
+        for (list = first[0]; list && ((uintptr_t)list & ~mask) == base; list = list[0]) {
+            last = list;
+            n++;
+        }
+        nbm_page_t *pg = nbm__page_at((nbm_arena_t *)nbm__owner(base), base, mask);
+        if (nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc) {
+            last[0] = pg->free;
+            pg->free = first;
+            /* Both edges in one word (nbm_page_t.uw): off the avail list,
+             * the word is NBM_PAGE_OFF + used, negative as 16 bits after
+             * the subtraction (used >= n: the run's objects were in use);
+             * on it, the count alone, 0 when the page empties. */
+            int16_t uw = (int16_t)(pg->uw - n);
+            pg->uw = (uint16_t)uw;
+            if (uw <= 0)
+                nbm__page_refreed(tc, bin, pg);
+        } else {
+            last[0] = other;
+            other = first;
+        }
+    }
+    if (other)
+        nbm__remote_push((unsigned)(bin - tc->bins), other);
+}
+
+/* The list is full and takes another heap's object: the newest lim / 4
+ * objects stay, the older go to their pages (send). */
+static void bin_trim(nbm_tcache_t *tc, nbm_bin_t *bin)
+{
+    void **o = bin->head, **last = NULL;
+    for (uint32_t i = 0; i < bin->lim / 4 && o; i++) {
+        last = o;
+        o = o[0];
+    }
+    bin->room = (int32_t)(bin->lim - bin->lim / 4);
+    if (!o)
+        return;
+    if (last)
+        last[0] = NULL;
+    else
+        bin->head = NULL;
+    send(tc, bin, o);
+}
+
+/* free found no room on the bin's list and the object on another heap's
+ * page (nbm__free_fast, which gives this heap's own to their pages): onto
+ * the list, trimmed, so it crosses back in a batch (one CAS per page;
+ * prodcons, remote-free). Trimming the list for this heap's objects too,
+ * 3 lim / 4 at a time, walked every object of a run of frees twice, one
+ * load waiting for the other: thread-test 8 B cost 31 % more CPU a pair
+ * than main at 2 % more instructions. */
+void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, void **o)
+{
+    o[0] = bin->head;
+    bin->head = o;
+    bin_trim(tc, bin);
+}
+
+/* The heartbeat: a list whose head is the one of the last heartbeat (a
+ * whole interval of 4096 mallocs with no push or pop of the class, or as
+ * many of each) is idle, and goes to its pages whole, so the pages of a
+ * class the thread stopped using can empty. A list in use keeps its
+ * objects (at most lim more than its last refill brought). Sending what
+ * lay below the last head, as the held remote frees were aged, walked
+ * every list to its old head at every heartbeat: hybrid-pool 2.6x the
+ * first-level data cache misses of main (callgrind), +3-4 % CPU a pair. */
+void nbm__bins_age(nbm_tcache_t *tc)
+{
+    for (unsigned c = 0; c < NBM_NSMALL; c++) {
+        nbm_bin_t *bin = &tc->bins[c];
+        nbm_binx_t *x = &tc->binx[c];
+        void **h = bin->head;
+        if (h && h == x->rmark) {
+            bin->head = NULL;
+            bin->room = (int32_t)bin->lim;
+            send(tc, bin, h);
+            h = NULL;
+        }
+        x->rmark = h;
+    }
+}
+
+/* Every list's objects to their pages, the current pages' too (exit: the
+ * heap is abandoned with its current pages, whose objects its adopter's
+ * refills take back from their lists). */
+static void bins_send(nbm_tcache_t *tc)
+{
+    for (unsigned c = 0; c < NBM_NCLASSES; c++) {
+        nbm_bin_t *bin = &tc->bins[c];
+        tc->binx[c].rmark = NULL;
+        void **l = bin->head;
+        bin->head = NULL;
+        if (l)
+            send(tc, bin, l);
+    }
+}
+
+/* The current page stops being current, and the list goes back whole
+ * (the page's objects to it too: it is off the avail list, so its first
+ * one puts it back there, and it empties when all of its objects came
+ * back); a page that holds objects a trim sent it joins the avail list. */
+static void retire_current(nbm_tcache_t *tc, nbm_bin_t *bin)
 {
     nbm_page_t *pg = bin->page;
-    if (!pg)
-        return;
-    uint32_t n = 0;
-    for (void **o = bin->head; o; o = o[0])
-        n++;
-    pg->free = bin->head;
-    nbm__page_set_used(pg, nbm__page_carved(pg) - n);
     clear_current(bin);
+    binx_of(tc, bin)->rmark = NULL;
+    void **l = bin->head;
     bin->head = NULL;
+    if (l)
+        send(tc, bin, l);
+    if (pg && nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc && pg->free && !nbm__page_avail(pg))
+        avail_append(bin, pg);
 }
 
 /* Every page of the class: remote frees taken, empty pages released, the
@@ -257,18 +392,18 @@ static bool collect_heap(nbm_tcache_t *tc, bool spares)
     uint32_t released = 0;
     for (unsigned c = 0; c < NBM_NCLASSES; c++) {
         nbm_bin_t *bin = &tc->bins[c];
-        retire_current(bin);
+        retire_current(tc, bin);
         released += nbm__sweep_bin(tc, bin);
     }
     return (spares && nbm__spares_release(tc)) || released != 0;
 }
 
 /* Makes a page with free objects current; the bin's list is empty. */
-static void make_current(nbm_bin_t *bin, nbm_page_t *pg)
+static void make_current(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg)
 {
     avail_unlink(bin, pg);
-    retire_current(bin); /* its list is empty: the page is full */
-    set_current(bin, pg, pg->free);
+    retire_current(tc, bin); /* its list is empty: the page stays off avail, full */
+    bin->page = pg;
     bin->head = pg->free;
     pg->free = NULL;
     nbm__page_set_used(pg, nbm__page_carved(pg)); /* the bin's list is no count of the page's */
@@ -313,16 +448,13 @@ nbm_page_t *nbm__heap_page_new(nbm_tcache_t *tc, nbm_bin_t *bin, unsigned cls)
     return pg;
 }
 
-/* The page switch, the most frequent refill under random frees (leak: 22 %
- * of mallocs): the first avail page becomes current, if it has free
- * objects. The bin's list is empty, so the current page (if any) is
- * exhausted: its record's list was emptied when it became current and the
- * owner's frees to it came to the bin since, so nothing goes back to it
- * (make_current's retire, without the walk and stores). It joins the avail
- * list's end now, full: by the time it is first again it has, under random
- * frees, gathered some, and its first free is no edge for free's fast path
- * (which tests the page's avail flag: a page taken off the list full, by
- * the refill, rejoins there). */
+/* The page switch: the first avail page becomes current, if it has free
+ * objects. The bin's list is empty and the callers saw the current page
+ * (if any) exhausted: nothing on its own or remote list, nothing left to
+ * carve. It joins the avail list's end now, full: by the time it is first
+ * again it has, under random frees, gathered some, and the trim that
+ * brings it its first objects finds no edge (the page's avail flag: a page
+ * taken off the list full, by the refill, rejoins there). */
 static inline bool take_avail(nbm_bin_t *bin)
 {
     nbm_page_t *av = bin->avail;
@@ -334,7 +466,6 @@ static inline bool take_avail(nbm_bin_t *bin)
     void *l = av->free;
     bin->page = av;
     const nbm_class_t *c = &nbm__classes[av->cls];
-    bin->cur = (uintptr_t)l & ~(uintptr_t)c->chunk_mask;
     bin->head = l;
     av->free = NULL;
     nbm__page_set_used(av, c->cap - av->left);
@@ -349,6 +480,12 @@ static NBM_NOINLINE bool refill(nbm_tcache_t *tc, unsigned cls)
     for (;;) {
         nbm_page_t *pg = bin->page;
         if (pg) {
+            if (pg->free) { /* objects a trim sent back to it */
+                bin->head = pg->free;
+                pg->free = NULL;
+                nbm__page_set_used(pg, nbm__page_carved(pg));
+                return true;
+            }
             void *l = nbm__page_take_remote(pg, NULL, NULL);
             if (l) {
                 bin->head = l; /* the list was empty */
@@ -370,7 +507,7 @@ static NBM_NOINLINE bool refill(nbm_tcache_t *tc, unsigned cls)
         if (!bin->avail && x->fresh * 4 >= x->npages)
             nbm__sweep_bin(tc, bin);
         if (bin->avail) {
-            make_current(bin, bin->avail);
+            make_current(tc, bin, bin->avail);
             if (bin->head)
                 return true;
             continue; /* cannot happen: avail pages hold free objects */
@@ -383,7 +520,7 @@ static NBM_NOINLINE bool refill(nbm_tcache_t *tc, unsigned cls)
             continue;
         }
         abandoned_decay(tc);
-        make_current(bin, pg); /* a revived page's list, else carved next */
+        make_current(tc, bin, pg); /* a revived page's list, else carved next */
         if (bin->head)
             return true;
     }
@@ -397,9 +534,17 @@ static NBM_NOINLINE bool refill(nbm_tcache_t *tc, unsigned cls)
 static inline bool switch_page(nbm_bin_t *bin)
 {
     nbm_page_t *pg = bin->page;
-    if (pg && (nbm_load_uptr_relaxed(&pg->remote) != 0 || pg->left != 0))
+    if (pg && (pg->free || nbm_load_uptr_relaxed(&pg->remote) != 0 || pg->left != 0))
         return false;
     return take_avail(bin);
+}
+
+/* The list was empty: the room starts again at lim, so the list holds at
+ * most lim objects of other pages and the refill's own (which its pops
+ * count up). */
+static inline void refilled(nbm_bin_t *bin)
+{
+    bin->room = (int32_t)bin->lim;
 }
 
 /* The rest of a refill for nbm__small_refill, then the pop. */
@@ -416,6 +561,7 @@ static NBM_NOINLINE void *refill_pop(size_t n, nbm_bin_t *bin)
  * saves no register. */
 void *nbm__small_refill(size_t n, nbm_bin_t *bin)
 {
+    refilled(bin);
     if (!switch_page(bin))
         return refill_pop(n, bin);
     return nbm__bin_pop(bin);
@@ -435,19 +581,20 @@ void *nbm__small_alloc_generic(unsigned cls)
         tc->tick = tc->tick > 16 ? tc->tick - 16 : 0;
     if (NBM_UNLIKELY(tc->tick == 0)) { /* the fast path's countdown ran out */
         tc->tick = NBM_HEARTBEAT;
-        nbm__remote_age(tc);
+        nbm__bins_age(tc);
         nbm__heap_decay(tc);
         abandoned_decay(tc);
         if (cls >= NBM_NSMALL)
             nbm__medium_tick(nbm__os_now_ns());
     }
     nbm_bin_t *bin = &tc->bins[cls];
-    if (bin->rhead) /* held remote frees first, as in nbm__malloc_fast */
-        return nbm__bin_pop_held(bin);
-    if (cls >= NBM_NSMALL)
+    if (cls >= NBM_NSMALL) /* its list is empty (lim 0: frees go to their pages) */
         return nbm__large_alloc(tc, cls);
-    if (!bin->head && !refill(tc, cls))
-        return NULL;
+    if (!bin->head) {
+        refilled(bin);
+        if (!refill(tc, cls))
+            return NULL;
+    }
     return nbm__bin_pop(bin);
 }
 
@@ -468,11 +615,11 @@ static bool release_medium(nbm_tcache_t *tc)
     return any;
 }
 
-/* The thread's caches that are no page of its own go back: held remote
- * frees, medium blocks, descriptors, statistics. */
+/* The thread's caches that are no page of its own go back: the lists'
+ * objects, medium blocks, descriptors, statistics. */
 static void flush_caches(nbm_tcache_t *tc)
 {
-    nbm__remote_flush(tc);
+    bins_send(tc);
     release_medium(tc);
     nbm__desc_flush(tc);
     NBM_STAT_ADD(medium_live, (uint64_t)tc->medium_delta);
@@ -484,7 +631,6 @@ static void flush_caches(nbm_tcache_t *tc)
 
 void nbm__tcache_flush(nbm_tcache_t *tc, bool spares)
 {
-    nbm__remote_flush(tc);
     collect_heap(tc, spares);
     flush_caches(tc);
 }
@@ -550,7 +696,6 @@ bool nbm__heaps_collect(bool medium)
     nbm_tcache_t *tc = nbm__tc;
     bool any = false;
     if (tc) {
-        nbm__remote_flush(tc);
         any |= collect_heap(tc, true);
         if (medium)
             any |= release_medium(tc);

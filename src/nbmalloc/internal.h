@@ -205,30 +205,36 @@ static inline void nbm__page_set_used(nbm_page_t *pg, uint32_t n)
 
 /* --- heaps (one per thread) ---------------------------------------------------- */
 /* A bin is a heap's share of one class, in one cache line (what malloc and
- * free touch): the current page, whose free list is `head` (malloc pops, the
- * owner's frees push: no atomic), the other pages the heap owns in the
- * class, and the remote frees the thread holds back.
+ * free touch): its free list `head`, the current page (the one refills
+ * take from), the other pages the heap owns in the class.
  *
- * Held remote frees (`rhead`): objects of other heaps' pages (any pages,
- * mixed), freed by this thread and not yet pushed, a list linked by word 0
- * and ending in NULL, each tagged freed. Free adds to it while `rroom`
- * allows (objects held + rroom = 16 KiB of the class, 2 to 128 objects,
- * once the bin held any; 0 and 0 before); when it is full, its older half is pushed back, the
- * heartbeat pushes what was held at the previous heartbeat already, and
- * the thread's other slow paths (nbm_thread_flush, exit, purge, recovery)
- * push all of it: grouped by page, one CAS onto each page's remote
- * list (remote.c). The thread's own mallocs of the class take from it first
- * (rroom grows by one): to their pages those objects never stopped being in
- * use, so handing one out again changes nothing there, and their lines are
- * in this core's cache. A page with a held object cannot become empty, so
- * it stays the other heap's page while held. */
+ * `head` is the thread's list of free objects of the class, from any pages
+ * of any heaps (tcmalloc's thread cache list): malloc pops it, and a free
+ * of the class by this thread pushes onto it, whatever the page, while
+ * the list has room, with no branch on the page (a test for the current
+ * page mispredicted on a third of leak's frees). An object on it still
+ * counts as in use on its page, so popping it changes nothing there and a
+ * page with an object on any thread's list cannot empty. Each free onto
+ * the list counts `room` down and each malloc up (a refill sets it to lim:
+ * 32 KiB of the class, 16 to 256 objects; 0 in a large class, whose frees
+ * so go to their pages at once, large.c). With no room, a free goes to its
+ * page if the page is this heap's (counted, with the page's edges: it
+ * joins the avail list, or it empties and leaves the class), as the free
+ * of a non-current page did before; another heap's object goes onto the
+ * list, which is trimmed: the newest lim / 4 stay, the others go to their
+ * pages, other heaps' to their remote lists grouped by page (remote.c). So
+ * a run of frees walks no list, and frees handed to another thread
+ * (prodcons) cross back in batches. With no room, the current page's
+ * objects still go onto the list, uncounted (at most a page's worth). The
+ * heartbeat sends a list whose head has not changed for a whole interval
+ * (an idle class: its pages can empty); nbm_thread_flush, thread exit,
+ * nbm_purge and recovery send every list. */
 typedef struct nbm_bin {
     _Alignas(NBM_CACHE_LINE) void *head;
-    void    *rhead;
-    uintptr_t cur;          /* the current page's first byte, 0 = none (free compares with it) */
     struct nbm_page *page;  /* current page, NULL = none */
     struct nbm_page *avail; /* non-current pages with free objects, and pages a switch left */
-    uint32_t rroom;         /* objects rhead may still take before it is pushed */
+    int32_t  room;          /* frees the list may still take (net of mallocs) */
+    uint32_t lim;           /* set when a thread takes the heap (heap.c: bin_lim) */
     /* Copies of the class's chunk_mask, inv and shift (nbm_class_t), set
      * when a thread takes the heap: free's checks read them in this line,
      * which it touches anyway, with no class record to address. */
@@ -236,23 +242,15 @@ typedef struct nbm_bin {
 } nbm_bin_t;
 _Static_assert(sizeof(nbm_bin_t) == NBM_CACHE_LINE, "a bin is one cache line");
 
-/* Pops the bin's list (head) or its held remote frees (rhead, whose room
- * grows by the one taken); the object is untagged, so a later free of it
- * does not look like a double free. The caller knows the list is not empty.
+/* Pops the bin's list; the object is untagged, so a later free of it does
+ * not look like a double free, and the room grows by one (a free and a
+ * malloc in turn never trim). The caller knows the list is not empty.
  * The pops of malloc's fast path, the refill and the generic path. */
 __attribute__((always_inline)) static inline void *nbm__bin_pop(nbm_bin_t *bin)
 {
     void **p = (void **)bin->head;
     bin->head = p[0];
-    p[1] = NULL;
-    return p;
-}
-
-__attribute__((always_inline)) static inline void *nbm__bin_pop_held(nbm_bin_t *bin)
-{
-    void **p = (void **)bin->rhead;
-    bin->rroom++;
-    bin->rhead = p[0];
+    bin->room++;
     p[1] = NULL;
     return p;
 }
@@ -262,7 +260,7 @@ typedef struct nbm_binx {
     struct nbm_page *pages; /* every page the heap owns in this class */
     uint32_t npages;      /* pages on `pages` */
     uint32_t fresh;       /* pages taken since the last sweep of `pages` */
-    void    *rmark;       /* the bin's rhead at the last heartbeat (remote.c) */
+    void    *rmark;       /* the bin's head at the last heartbeat (nbm__bins_age) */
 } nbm_binx_t;
 
 /* Every NBM_HEARTBEAT-th malloc on the fast path (a countdown there: a
@@ -305,7 +303,7 @@ typedef struct nbm_tcache {
      * word is 0) with no test of the byte: mask and inverse 0 fail its
      * offset check (0 < carved = 0 is false), whose path tells a medium
      * block from a bad pointer. */
-    uint32_t none_pad[7];
+    uint32_t none_pad[4];
     uint32_t none_mask, none_inv, none_shift;
     _Alignas(NBM_CACHE_LINE) nbm_bin_t bins[NBM_NCLASSES]; /* records are line-aligned: a bin is one line */
     nbm_binx_t binx[NBM_NCLASSES];
@@ -621,14 +619,12 @@ NBM_HIDDEN void  nbm__small_free_generic(void *p, nbm_page_t *pg);
  * without the generic path's second look at the heap, the class and the
  * heartbeat; the generic path when no page can be had (ENOMEM). */
 NBM_HIDDEN void *nbm__small_refill(size_t n, nbm_bin_t *bin);
-/* A free of another heap's object when the bin holds no more (rroom 0):
- * the older half of the held objects is pushed back to their pages, o is
- * held. */
-NBM_HIDDEN void  nbm__remote_hold(nbm_tcache_t *tc, nbm_bin_t *bin, void **o);
-NBM_HIDDEN void  nbm__remote_flush(nbm_tcache_t *tc); /* every held object pushed */
-/* free of a small object (checked and tagged) on another heap's page: held
- * back (this heap's own pages are pushed by the fast path). */
+/* free of a small object (checked and tagged) of another heap's page
+ * whose bin's list has no room (heap.c): onto the list, which is trimmed.
+ * Other heaps' objects go to their pages' remote lists through
+ * nbm__remote_push (remote.c: a list of class cls, linked by word 0). */
 NBM_HIDDEN void  nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, void **o);
+NBM_HIDDEN void  nbm__remote_push(unsigned cls, void **list);
 /* nbm__fatal(what, p), never returns; not declared noreturn so that free's
  * fast path reaches it with a jump and keeps no stack frame. */
 NBM_HIDDEN void  nbm__free_bad(const char *what, const void *p);
@@ -649,9 +645,9 @@ NBM_HIDDEN void  nbm__desc_flush(nbm_tcache_t *tc);
  * too. True if anything was given back. */
 NBM_HIDDEN bool  nbm__heaps_collect(bool medium);
 NBM_HIDDEN bool  nbm__recover(void);                  /* after ENOMEM: true if anything was freed */
-/* The heartbeat's push of held remote frees (remote.c): those that were
- * held at the last heartbeat already, the others kept. */
-NBM_HIDDEN void  nbm__remote_age(nbm_tcache_t *tc);
+/* The heartbeat's look at every bin: a list whose head is the last
+ * heartbeat's goes back whole (heap.c). */
+NBM_HIDDEN void  nbm__bins_age(nbm_tcache_t *tc);
 
 /* --- spare pages (spare.c): a heap's empty pages, kept for its next pages ------- */
 /* An empty page (unmade, unit words kept) to the spares; a page of

@@ -357,8 +357,15 @@ static void test_spare_revive(void)
         memset(v[i], 0x5a, REVIVE_SIZE);
     }
     /* The first page is full and not current (later pages were taken):
-     * free every object on it, in order; the last free empties it. */
+     * free every object on it, in order; the last free empties it. The
+     * list first takes 50 frees of the last pages' objects (its room is at
+     * most lim, 16, and the 25 of the last refill), so p1's go to it. */
     uintptr_t p1 = page_of(v[0]);
+    for (int i = REVIVE_N - 1; i >= REVIVE_N - 50; i--) {
+        CHECK(page_of(v[i]) != p1);
+        nbm_free(v[i]);
+        v[i] = NULL;
+    }
     char *freed[REVIVE_N];
     int nfreed = 0;
     for (int i = 0; i < REVIVE_N; i++)
@@ -368,7 +375,6 @@ static void test_spare_revive(void)
             v[i] = NULL;
         }
     CHECK(nfreed >= 8);
-    CHECK(page_of(v[REVIVE_N - 1]) != p1);
     /* Allocate until the page serves again: its first object is the last
      * one freed (a carve would start at the page's first object, freed
      * first), and it hands out exactly the objects it held. */
@@ -418,15 +424,18 @@ static void test_spare_revive(void)
 #define EDGE_CAP  16
 #define EDGE_N    (8 * EDGE_CAP)
 
-/* The owner's free to a page that is not its bin's current one counts the
- * page's objects in use down (nbm__free_fast): the free that empties a full
- * page gives it back to the heap at once (one page fewer in the
- * statistics, no sweep or purge needed), and a full page's first free puts
- * it on the avail list, so when the current page is used up the next
- * malloc returns that object, not one of a new page. */
+/* The owner's frees go onto the thread's list whatever their page while
+ * the list has room (lim, 16 objects of 4 KiB, after a refill, plus the
+ * refill's objects malloc took since: at most 32 here); with no room they
+ * go to their pages, counted: the free that empties a full page gives it
+ * back to the heap at once (one page fewer in the statistics, no sweep or
+ * purge needed), and a full page's first free puts it on the avail list,
+ * so once the list and the current page are used up, a malloc returns
+ * that object, not one of a new page. */
 static void test_owner_edges(void)
 {
     static char *v[EDGE_N];
+    static uintptr_t known[EDGE_N];
     int n = 0;
     nbm_purge();
     /* Until the current page is full and held whole: a later malloc then
@@ -440,11 +449,12 @@ static void test_owner_edges(void)
         if (!v[n])
             goto out;
         memset(v[n], 0x3c, EDGE_SIZE);
+        known[n] = page_of(v[n]);
         n++;
         int same = 0;
         for (int i = 0; i < n; i++)
             same += page_of(v[i]) == page_of(v[n - 1]);
-        if (n >= 3 * EDGE_CAP && same == EDGE_CAP)
+        if (n >= 5 * EDGE_CAP && same == EDGE_CAP)
             break;
     }
     uintptr_t cur = page_of(v[n - 1]);
@@ -462,17 +472,28 @@ static void test_owner_edges(void)
     CHECK_EQ(nfull, 2);
     if (nfull != 2)
         goto out;
+    /* 40 frees of other pages' objects (the newest first): the list is
+     * full. */
+    int nfill = 0;
+    for (int i = n - 1; i >= 0 && nfill < 40; i--)
+        if (v[i] && page_of(v[i]) != full[0] && page_of(v[i]) != full[1]) {
+            nbm_free(v[i]);
+            v[i] = NULL;
+            nfill++;
+        }
+    CHECK_EQ(nfill, 40);
     /* The emptying free gives the page back at once. */
     nbm_stats_t before, after;
     nbm_get_stats(&before);
     for (int i = 0; i < n; i++)
-        if (page_of(v[i]) == full[0]) {
+        if (v[i] && page_of(v[i]) == full[0]) {
             nbm_free(v[i]);
             v[i] = NULL;
         }
     nbm_get_stats(&after);
     CHECK_EQ(after.chunks + 1, before.chunks);
-    /* A full page's first free: its object is the next one handed out. */
+    /* A full page's first free: its object comes back before any object
+     * of a page not held before. */
     char *x = NULL;
     for (int i = 0; i < n && !x; i++)
         if (v[i] && page_of(v[i]) == full[1]) {
@@ -480,9 +501,98 @@ static void test_owner_edges(void)
             nbm_free(x);
             v[i] = NULL;
         }
+    int got = 0, fresh = 0;
+    for (int t = 0; t < 64 && !got; t++) {
+        char *y = nbm_malloc(EDGE_SIZE);
+        CHECK(y != NULL);
+        if (!y)
+            break;
+        int old = 0;
+        for (int k = 0; k < n; k++)
+            old |= known[k] == page_of(y);
+        fresh += !old;
+        got = y == x;
+        for (int i = 0; i < n; i++) /* keep it: freed at the end */
+            if (!v[i]) {
+                v[i] = y;
+                break;
+            }
+    }
+    CHECK(got);
+    CHECK_EQ(fresh, 0);
+out:
+    for (int i = 0; i < n; i++)
+        nbm_free(v[i]);
+    nbm_purge();
+}
+
+/* The thread's list takes a free of any page: once the bin has moved on
+ * to a second page (whose objects are on the list), a free of an object of
+ * the first page is the next malloc's object (the former bin held the
+ * current page's objects only and handed out the second page's first). */
+static void test_list_any_page(void)
+{
+    static char *v[EDGE_N];
+    int n = 0;
+    nbm_purge();
+    do {
+        CHECK(n < EDGE_N);
+        if (n >= EDGE_N)
+            goto out;
+        v[n] = nbm_malloc(EDGE_SIZE);
+        CHECK(v[n] != NULL);
+        if (!v[n])
+            goto out;
+        n++;
+    } while (page_of(v[n - 1]) == page_of(v[0]));
+    char *x = v[0];
+    nbm_free(x);
+    v[0] = NULL;
     char *y = nbm_malloc(EDGE_SIZE);
     CHECK(y == x);
     nbm_free(y);
+out:
+    for (int i = 0; i < n; i++)
+        nbm_free(v[i]);
+    nbm_purge();
+}
+
+/* A list whose class goes idle goes back at the heartbeat (every 4096
+ * mallocs on the fast path): a full page's 16 objects freed onto the list
+ * (room: lim 16 after the refill of the next page, and its pop) keep the
+ * page; 3 x 4096 mallocs of another class later (two heartbeats: the
+ * first marks the list's head, the second finds it unchanged) the list
+ * was sent and the page given back. (Main gave it back at once: the
+ * first count fails there.) */
+static void test_idle_list(void)
+{
+    static char *v[EDGE_N];
+    int n = 0;
+    nbm_purge();
+    nbm_free(nbm_malloc(32)); /* its page is there before the count */
+    do {
+        CHECK(n < EDGE_N);
+        if (n >= EDGE_N)
+            goto out;
+        v[n] = nbm_malloc(EDGE_SIZE);
+        CHECK(v[n] != NULL);
+        if (!v[n])
+            goto out;
+        n++;
+    } while (page_of(v[n - 1]) == page_of(v[0]));
+    CHECK_EQ(n - 1, EDGE_CAP); /* the first page full, one object of the next */
+    nbm_stats_t before, after;
+    nbm_get_stats(&before);
+    for (int i = 0; i < n - 1; i++) {
+        nbm_free(v[i]);
+        v[i] = NULL;
+    }
+    nbm_get_stats(&after);
+    CHECK_EQ(after.chunks, before.chunks); /* on the list: the page is in use */
+    for (int i = 0; i < 3 * 4096; i++)
+        nbm_free(nbm_malloc(32));
+    nbm_get_stats(&after);
+    CHECK_EQ(after.chunks + 1, before.chunks);
 out:
     for (int i = 0; i < n; i++)
         nbm_free(v[i]);
@@ -798,6 +908,8 @@ int main(int argc, char **argv)
     test_stats_threads();
     test_spare_revive();
     test_owner_edges();
+    test_list_any_page();
+    test_idle_list();
     test_switch_order();
     test_colour();
     test_remote_page_reuse();
