@@ -34,6 +34,7 @@
 #include "check.h"
 #include "nbbs.h"
 #include "support/nbbs_testutil.h"
+#include "../src/nbbs/nbbs_internal.h" /* the hint cells (test_take_hint) */
 
 static const nbbs_layout_t layouts[] = { NBBS_LAYOUT_TREE, NBBS_LAYOUT_BUNCH };
 #define FAKE_BASE ((char *)(uintptr_t)0x200000000ull) /* never mapped, never touched */
@@ -336,6 +337,63 @@ static void test_take_next(nbbs_layout_t lay)
     for (int i = 0; i < 32; i++)
         CHECK_EQ(nbbs_cache_free(c, f[i]), 0);
     CHECK_EQ(nbbs_free(in.b, x), 0);
+    nbbs_cache_drain(c);
+    CHECK_EQ(stats(in.b).used_bytes, 0);
+    free(in.meta), free(mem);
+}
+
+/* The carve order's word of every hint cell (a context's cell is a hash of
+ * its stack address, so a test looks at all of them). */
+static void carve_hints(nbbs_t *b, uint64_t *h)
+{
+    for (unsigned i = 0; i < NBBS_HINTS; i++)
+        h[i] = i <= b->hint_mask ? nb_hint_load(&b->hints[i * NBBS_HINT_STRIDE + NBBS_CARVE_ORDER]) : UINT64_MAX;
+}
+
+/* Some cell's carve-order hint changed to leaf since the snapshot was. */
+static bool hint_moved_to(nbbs_t *b, const uint64_t *was, uint64_t leaf)
+{
+    uint64_t now[NBBS_HINTS];
+    carve_hints(b, now);
+    for (unsigned i = 0; i < NBBS_HINTS; i++)
+        if (now[i] == leaf && was[i] != leaf)
+            return true;
+    return false;
+}
+
+/* A refill whose last carved block was taken in place leaves the caller's
+ * hint of the carve order at that block, as the tree's own allocation
+ * leaves it at the block it took: the next search (at the group's end)
+ * starts after the blocks the cache filled, instead of walking over them
+ * again from the block its last search found. */
+static void test_take_hint(nbbs_layout_t lay)
+{
+    const size_t mb = 64;
+    inst_t in = make(lay, FAKE_BASE, 1024 * mb, mb, 10); /* 2 groups of 512 leaves */
+    nbbs_cache_config_t cfg = { 1, 16, 64 };
+    char *mem;
+    nbbs_cache_t *c = cache_new(in.b, &cfg, &mem);
+    uint64_t was[NBBS_HINTS];
+    char *f[32];
+    carve_hints(in.b, was);
+    for (int i = 0; i < 16; i++) /* one refill: a search, then a take in place */
+        f[i] = nbbs_cache_alloc(c, 0);
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (int i = 0; i < 16; i++) {
+        uint64_t l = (uint64_t)(f[i] - FAKE_BASE) / mb;
+        lo = l < lo ? l : lo, hi = l > hi ? l : hi;
+    }
+    CHECK_EQ(lo % 8, 0);
+    CHECK_EQ(hi - lo, 15);
+    CHECK(hint_moved_to(in.b, was, lo + 8)); /* the block taken in place, not lo */
+    carve_hints(in.b, was);
+    for (int i = 16; i < 32; i++) /* the next refill: two takes in place */
+        f[i] = nbbs_cache_alloc(c, 0);
+    CHECK_EQ((uint64_t)(f[31] - FAKE_BASE) / mb >> 9, lo >> 9); /* still the same group */
+    CHECK(hint_moved_to(in.b, was, lo + 24));
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    for (int i = 0; i < 32; i++)
+        CHECK_EQ(nbbs_cache_free(c, f[i]), 0);
     nbbs_cache_drain(c);
     CHECK_EQ(stats(in.b).used_bytes, 0);
     free(in.meta), free(mem);
@@ -1088,6 +1146,7 @@ int main(int argc, char **argv)
         test_pressure(layouts[l]);
         test_carve(layouts[l]);
         test_take_next(layouts[l]);
+        test_take_hint(layouts[l]);
         test_short(layouts[l]);
         test_parts(layouts[l]);
         test_strays(layouts[l]);

@@ -242,8 +242,10 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
     if (groups) {
         unsigned per = 1u << (NBBS_CARVE_ORDER - order);
         uint8_t freev = (uint8_t)((order + 1u) | NBBS_IDX_CARVED | NBBS_IDX_CACHED);
+        bool inplace = false;
         for (unsigned g = 0; g < groups; g++) {
             void *p = take_next(c, order);
+            inplace = p != NULL;
             if (!p)
                 p = nbbs__tree_or_bunch_alloc(b, NBBS_CARVE_ORDER);
             if (!p) {
@@ -266,6 +268,14 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
             for (unsigned j = per; j-- > lo;) /* pops go up the addresses */
                 nb_own_store(&s[n++], g0 + ((uint64_t)j << order));
         }
+        /* The context's hint of the carve order names the last block taken,
+         * as the tree's own allocation leaves it (FN(taken)): a block taken
+         * in place moves it too, so the next search (at the group's end)
+         * starts there instead of walking again over the blocks this cache
+         * filled since its last search. Not the cursor itself: a hint past
+         * the last block taken sent searches into free groups (design.md). */
+        if (inplace)
+            nb_hint_store(nbbs__hint_order(b, NBBS_CARVE_ORDER), c->cursor[order] - CARVE_LEAVES);
     }
     if (!first && c->groups[order] && c->dry[order])
         c->dry[order]--;
