@@ -242,6 +242,7 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
     if (groups) {
         unsigned per = 1u << (NBBS_CARVE_ORDER - order);
         uint8_t freev = (uint8_t)((order + 1u) | NBBS_IDX_CARVED | NBBS_IDX_CACHED);
+        uint64_t home = 0;
         for (unsigned g = 0; g < groups; g++) {
             void *p = take_next(c, order);
             if (!p)
@@ -252,6 +253,10 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
             }
             uint64_t g0 = (uint64_t)((uintptr_t)p - b->base) >> b->min_shift;
             c->cursor[order] = g0 + CARVE_LEAVES;
+            if (!g)
+                home = g0 >> b->group_order;
+            else if (g0 >> b->group_order != home)
+                groups = g + 1; /* left the group: this block is the batch's last */
             carve_word_t x;
             x.w = c->pattern[order];
             unsigned lo = 0;
@@ -310,6 +315,7 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
             return nbbs__reclaim(b, order);
         }
         uint64_t want = c->batch;
+        uint64_t home = ((uint64_t)((uintptr_t)first - b->base) >> b->min_shift) >> b->group_order;
         if (c->lean[order]) {
             c->lean[order]--;
             want = 1;
@@ -323,6 +329,8 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
             uint64_t leaf = (uint64_t)((uintptr_t)p - b->base) >> b->min_shift;
             nb_store_rel_u8(&b->index[leaf], (uint8_t)((order + 1u) | NBBS_IDX_CACHED));
             nb_own_store(&s[n++], leaf);
+            if (leaf >> b->group_order != home)
+                break; /* left the group: this block is the batch's last */
         }
     }
     nb_own_store(&c->count[order], n);
