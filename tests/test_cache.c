@@ -380,6 +380,34 @@ static void test_batch_home(nbbs_layout_t lay)
         CHECK_EQ(nbbs_validate(in.b), 0);
         free(in.meta), free(mem);
     }
+    /* Groups of one order-3 block (group_order 3): no batch would pass
+     * the first block, so the rule does not apply and a refill takes a
+     * whole batch. */
+    nbbs_config_t gc = { .min_block = mb, .max_order = 10, .layout = lay, .group_order = 3 };
+    size_t msz = nbbs_meta_size(1024 * mb, &gc);
+    void *meta = aalloc(NBBS_META_ALIGN, msz);
+    nbbs_t *b = nbbs_init(meta, msz, FAKE_BASE, 1024 * mb, &gc);
+    CHECK(b != NULL);
+    nbbs_cache_config_t cfg = { 4, 16, 64 };
+    char *mem;
+    nbbs_cache_t *c = cache_new(b, &cfg, &mem);
+    char *p = nbbs_cache_alloc(c, 3);
+    CHECK(p != NULL);
+    CHECK_EQ(stats(b).cached_blocks, 15u);
+    CHECK_EQ(nbbs_cache_free(c, p), 0);
+    nbbs_cache_drain(c);
+    CHECK_EQ(stats(b).used_bytes, 0);
+    nbbs_cache_config_t cfg0 = { 1, 64, 256 }; /* order 0: 8 carved blocks per refill */
+    char *mem0;
+    c = cache_new(b, &cfg0, &mem0);
+    p = nbbs_cache_alloc(c, 0);
+    CHECK(p != NULL);
+    CHECK_EQ(stats(b).cached_blocks, 63u);
+    CHECK_EQ(nbbs_cache_free(c, p), 0);
+    nbbs_cache_drain(c);
+    CHECK_EQ(stats(b).used_bytes, 0);
+    CHECK_EQ(nbbs_validate(b), 0);
+    free(meta), free(mem), free(mem0);
 }
 
 /* Pressure: every free block sits in caches. */
