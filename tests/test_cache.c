@@ -399,6 +399,75 @@ static void test_take_hint(nbbs_layout_t lay)
     free(in.meta), free(mem);
 }
 
+/* A refill's batch stays in the group (2 MiB of frames) its first block
+ * came from: the block that takes it into another group is its last. Near
+ * full, a batch taken from all over the arena held room that larger orders
+ * then missed (alloc-rnd failed 3x as often through the cache as without).
+ * Group A (leaves 0..511) is full but for one or two order-3 blocks, group
+ * B wholly free: a batch of 16 order-3 blocks (or 8 carved blocks for
+ * order 0) takes what A has and at most one block of B. */
+static void test_batch_home(nbbs_layout_t lay)
+{
+    const size_t mb = 64;
+    for (unsigned order = 0; order <= 3; order += 3) {
+        inst_t in = make(lay, FAKE_BASE, 1024 * mb, mb, 10); /* 2 groups of 512 leaves */
+        nbbs_cache_config_t cfg = { 4, order ? 16 : 64, 256 };
+        char *mem;
+        nbbs_cache_t *c = cache_new(in.b, &cfg, &mem);
+        for (unsigned l = 0; l < 512; l += 8)
+            CHECK_EQ(nbbs_alloc_at(in.b, FAKE_BASE + l * mb, 3), 0);
+        unsigned holes = order ? 2 : 1; /* free order-3 blocks left in A */
+        for (unsigned i = 0; i < holes; i++)
+            CHECK_EQ(nbbs_free(in.b, FAKE_BASE + (64 + 64 * i) * mb), 0);
+        char *p = nbbs_cache_alloc(c, order);
+        CHECK(p != NULL && (size_t)(p - FAKE_BASE) / mb < 512); /* from A's holes */
+        nbbs_stats_t s = stats(in.b);
+        /* Order 3: A's other hole and one block of B cached, not 15.
+         * Order 0: the rest of the carved hole (7 frames) and one carved
+         * block of B (8), not 7 blocks of B (56). */
+        CHECK_EQ(s.cached_blocks, order ? 2u : 15u);
+        CHECK_EQ(s.largest_free, 256 * mb); /* B lost one order-3 block, no more */
+        CHECK_EQ(nbbs_validate(in.b), 0);
+        CHECK_EQ(nbbs_cache_free(c, p), 0);
+        nbbs_cache_drain(c);
+        for (unsigned l = 0; l < 512; l += 8)
+            if (l < 64 || l >= 64 + 64 * holes || l % 64)
+                CHECK_EQ(nbbs_free(in.b, FAKE_BASE + l * mb), 0);
+        s = stats(in.b);
+        CHECK_EQ(s.used_bytes, 0);
+        CHECK_EQ(nbbs_validate(in.b), 0);
+        free(in.meta), free(mem);
+    }
+    /* Groups of one order-3 block (group_order 3): no batch would pass
+     * the first block, so the rule does not apply and a refill takes a
+     * whole batch. */
+    nbbs_config_t gc = { .min_block = mb, .max_order = 10, .layout = lay, .group_order = 3 };
+    size_t msz = nbbs_meta_size(1024 * mb, &gc);
+    void *meta = aalloc(NBBS_META_ALIGN, msz);
+    nbbs_t *b = nbbs_init(meta, msz, FAKE_BASE, 1024 * mb, &gc);
+    CHECK(b != NULL);
+    nbbs_cache_config_t cfg = { 4, 16, 64 };
+    char *mem;
+    nbbs_cache_t *c = cache_new(b, &cfg, &mem);
+    char *p = nbbs_cache_alloc(c, 3);
+    CHECK(p != NULL);
+    CHECK_EQ(stats(b).cached_blocks, 15u);
+    CHECK_EQ(nbbs_cache_free(c, p), 0);
+    nbbs_cache_drain(c);
+    CHECK_EQ(stats(b).used_bytes, 0);
+    nbbs_cache_config_t cfg0 = { 1, 64, 256 }; /* order 0: 8 carved blocks per refill */
+    char *mem0;
+    c = cache_new(b, &cfg0, &mem0);
+    p = nbbs_cache_alloc(c, 0);
+    CHECK(p != NULL);
+    CHECK_EQ(stats(b).cached_blocks, 63u);
+    CHECK_EQ(nbbs_cache_free(c, p), 0);
+    nbbs_cache_drain(c);
+    CHECK_EQ(stats(b).used_bytes, 0);
+    CHECK_EQ(nbbs_validate(b), 0);
+    free(meta), free(mem), free(mem0);
+}
+
 /* Pressure: every free block sits in caches. */
 static void test_pressure(nbbs_layout_t lay)
 {
@@ -1147,6 +1216,7 @@ int main(int argc, char **argv)
         test_carve(layouts[l]);
         test_take_next(layouts[l]);
         test_take_hint(layouts[l]);
+        test_batch_home(layouts[l]);
         test_short(layouts[l]);
         test_parts(layouts[l]);
         test_strays(layouts[l]);

@@ -204,7 +204,10 @@ static void lost_to_strays(nbbs_cache_t *c, unsigned lo, unsigned hi)
  * NBBS_CARVE_ORDER, one tree operation each, and carve them; other orders,
  * or when the tree has no such block, take up to batch blocks one by one.
  * Either way from the tree's placement, from the caller's context and hint
- * cell, so the blocks come from the huge block this context is filling.
+ * cell, so the blocks come from the huge block this context is filling; a
+ * batch ends with the first block outside the group its first block came
+ * from (near full, a batch from all over the arena held room that larger
+ * orders then missed), unless a group holds only one such block.
  * Everything written here is ours alone until the stack names it (nobody
  * else has these addresses): release stores mark the blocks, so a thread
  * that claims one by CAS sees the tree's allocation before it. */
@@ -243,6 +246,7 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
         unsigned per = 1u << (NBBS_CARVE_ORDER - order);
         uint8_t freev = (uint8_t)((order + 1u) | NBBS_IDX_CARVED | NBBS_IDX_CACHED);
         bool inplace = false;
+        uint64_t home = 0;
         for (unsigned g = 0; g < groups; g++) {
             void *p = take_next(c, order);
             inplace = p != NULL;
@@ -254,6 +258,10 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
             }
             uint64_t g0 = (uint64_t)((uintptr_t)p - b->base) >> b->min_shift;
             c->cursor[order] = g0 + CARVE_LEAVES;
+            if (!g)
+                home = g0 >> b->group_order;
+            else if (g0 >> b->group_order != home && b->group_order > NBBS_CARVE_ORDER)
+                groups = g + 1; /* left the group: this block is the batch's last */
             carve_word_t x;
             x.w = c->pattern[order];
             unsigned lo = 0;
@@ -320,6 +328,7 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
             return nbbs__reclaim(b, order);
         }
         uint64_t want = c->batch;
+        uint64_t home = ((uint64_t)((uintptr_t)first - b->base) >> b->min_shift) >> b->group_order;
         if (c->lean[order]) {
             c->lean[order]--;
             want = 1;
@@ -333,6 +342,8 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
             uint64_t leaf = (uint64_t)((uintptr_t)p - b->base) >> b->min_shift;
             nb_store_rel_u8(&b->index[leaf], (uint8_t)((order + 1u) | NBBS_IDX_CACHED));
             nb_own_store(&s[n++], leaf);
+            if (leaf >> b->group_order != home && b->group_order > order)
+                break; /* left the group: this block is the batch's last */
         }
     }
     nb_own_store(&c->count[order], n);
