@@ -67,9 +67,9 @@ static void abandoned_decay(nbm_tcache_t *tc);
  * heaps' objects as well as this heap's, and each keeps its page in use:
  * at 32 KiB, the threads of a ring of cross-thread frees held 32 KiB of
  * every class they used each, which their owners' pages could neither
- * empty nor serve (remote-free at 8 threads, 16 classes of 16-1024 B: peak
- * RSS 12.0 MiB, 7.3 at 8 KiB, mimalloc 7.2; CPU a pair unchanged at one
- * thread: leak, larson). A smaller list only for bins that overflowed on
+ * empty nor serve (remote-free at 8 threads, 20 classes of 16-1024 B: peak
+ * RSS 12.2 MiB, 6.1 at 8 KiB, mimalloc 7.0; CPU a pair unchanged at one
+ * thread: leak, larson; docs/nbmalloc.md). A smaller list only for bins that overflowed on
  * another heap's object (docs/nbmalloc.md) held too much: the lists of a
  * thread that mallocs as much as it frees rarely overflow. */
 #ifndef NBM_LIST_BYTES
