@@ -69,8 +69,8 @@ static void abandoned_decay(nbm_tcache_t *tc);
  * every class they used each, which their owners' pages could neither
  * empty nor serve (remote-free at 8 threads, 20 classes of 16-1024 B: peak
  * RSS 12.2 MiB, 6.1 at 8 KiB, mimalloc 7.0; CPU a pair unchanged at one
- * thread: leak, larson; docs/nbmalloc.md). A smaller list only for bins that overflowed on
- * another heap's object (docs/nbmalloc.md) held too much: the lists of a
+ * thread: leak, larson; docs/nbmalloc.md). A smaller list only for bins
+ * that overflowed on another heap's object held too much: the lists of a
  * thread that mallocs as much as it frees rarely overflow. */
 #ifndef NBM_LIST_BYTES
 #define NBM_LIST_BYTES 8192u
