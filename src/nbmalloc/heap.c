@@ -62,9 +62,19 @@ static void tcache_exit(void *v);
 static bool collect_heap(nbm_tcache_t *tc, bool spares);
 static void abandoned_decay(nbm_tcache_t *tc);
 
-/* A bin's list: 32 KiB of its class, 16 to 256 objects; a large class 0
- * (its frees go to their pages at once: large.c). */
-#define NBM_LIST_BYTES 32768u
+/* A bin's list: 8 KiB of its class, 16 to 256 objects; a large class 0
+ * (its frees go to their pages at once: large.c). The list holds other
+ * heaps' objects as well as this heap's, and each keeps its page in use:
+ * at 32 KiB, the threads of a ring of cross-thread frees held 32 KiB of
+ * every class they used each, which their owners' pages could neither
+ * empty nor serve (remote-free at 8 threads, 20 classes of 16-1024 B: peak
+ * RSS 12.2 MiB, 6.1 at 8 KiB, mimalloc 7.0; CPU a pair unchanged at one
+ * thread: leak, larson; docs/nbmalloc.md). A smaller list only for bins
+ * that overflowed on another heap's object held too much: the lists of a
+ * thread that mallocs as much as it frees rarely overflow. */
+#ifndef NBM_LIST_BYTES
+#define NBM_LIST_BYTES 8192u
+#endif
 static uint32_t bin_lim(unsigned cls)
 {
     if (cls >= NBM_NSMALL)
