@@ -675,7 +675,7 @@ static bool collect_abandoned(uint64_t now, uint64_t age, bool all)
     for (uint32_t i = first; i; i = nbm_load_u32_relaxed((_Atomic uint32_t *)nbm__pool_rec(&tcache_pool, i))) {
         nbm_tcache_t *h = (nbm_tcache_t *)nbm__pool_rec(&tcache_pool, i);
         last = i;
-        if (!all && (!h->exited || now - h->exited < age))
+        if (!all && !nbm__abandoned_due(h->exited, now, age))
             continue;
         any |= collect_heap(h, true);
         h->exited = 0;

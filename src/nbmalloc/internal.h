@@ -324,6 +324,21 @@ typedef struct nbm_tcache {
     int64_t  medium_delta;      /* medium blocks allocated minus freed by this thread */
     nbm_gstats_t st;            /* the statistics this record's threads counted (nbm__stat) */
 } nbm_tcache_t;
+
+/* An abandoned heap that exited at `exited` (its exit time | 1; 0 when not
+ * abandoned) is collected at `now` once `age` ns have passed since its exit.
+ * The tag bit is dropped first, and a `now` below the exit (one read in the
+ * same tick of the coarse clock, or just before the exit) is no age at all.
+ * Compared as they were, the tagged time was one above a `now` of the same
+ * tick whenever the clock read even, the unsigned difference wrapped, and a
+ * heap was collected (its empty pages purged, one madvise each) at the next
+ * heartbeat after its exit instead of waiting half NBM_PURGE_DELAY_MS for a
+ * new thread to adopt it. */
+static inline bool nbm__abandoned_due(uint64_t exited, uint64_t now, uint64_t age)
+{
+    uint64_t e = exited & ~(uint64_t)1;
+    return exited != 0 && now >= e && now - e >= age;
+}
 /* free finds bins[k - 1] at k bins from the record's start. */
 _Static_assert(offsetof(nbm_tcache_t, bins) == sizeof(nbm_bin_t), "bins start one bin into a heap record");
 _Static_assert(offsetof(nbm_tcache_t, none_mask) == offsetof(nbm_bin_t, mask) &&
