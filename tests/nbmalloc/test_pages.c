@@ -195,42 +195,56 @@ static void test_held_remote(void)
     CHECK(s1.chunks + 4 <= s0.chunks);
 }
 
+/* Another thread frees n objects of size bytes of this heap, then allocates
+ * n of the size: how many of its allocations are objects it freed (the
+ * ones its list held). */
+struct held_run { void **objs; int n; size_t size; int reused; };
+
+static void *held_free_then_take(void *arg)
+{
+    struct held_run *h = arg;
+    void **q = calloc((size_t)h->n, sizeof *q);
+    if (!q)
+        return NULL;
+    for (int i = 0; i < h->n; i++)
+        nbm_free(h->objs[i]);
+    for (int i = 0; i < h->n; i++)
+        q[i] = nbm_malloc(h->size);
+    for (int i = 0; i < h->n; i++)
+        for (int k = 0; k < h->n; k++)
+            h->reused += q[i] == h->objs[k];
+    for (int i = 0; i < h->n; i++)
+        nbm_free(q[i]);
+    nbm_thread_flush();
+    free(q);
+    return NULL;
+}
+
+static int held_reused_by_other(int n, size_t size)
+{
+    struct held_run h = { calloc((size_t)n, sizeof(void *)), n, size, 0 };
+    CHECK(h.objs != NULL);
+    if (!h.objs)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        h.objs[i] = nbm_malloc(size);
+        CHECK(h.objs[i] != NULL);
+    }
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, held_free_then_take, &h) == 0);
+    pthread_join(t, NULL);
+    nbm_thread_flush();
+    free(h.objs);
+    return h.reused;
+}
+
 /* A thread holds up to 8 KiB of a class it freed from other heaps' pages
  * (128 objects of 64 B): 120 objects of 64 B freed, then 120 allocated, are
  * the same 120 (a bin holding half a carving batch, 32, pushed the older
  * ones back to their owner). */
-#define HELD_MANY 120
-static void *held_many_objs[HELD_MANY];
-static int held_many_reused;
-
-static void *free_then_take(void *arg)
-{
-    (void)arg;
-    void *q[HELD_MANY];
-    for (int i = 0; i < HELD_MANY; i++)
-        nbm_free(held_many_objs[i]);
-    for (int i = 0; i < HELD_MANY; i++)
-        q[i] = nbm_malloc(64);
-    for (int i = 0; i < HELD_MANY; i++)
-        for (int k = 0; k < HELD_MANY; k++)
-            held_many_reused += q[i] == held_many_objs[k];
-    for (int i = 0; i < HELD_MANY; i++)
-        nbm_free(q[i]);
-    nbm_thread_flush();
-    return NULL;
-}
-
 static void test_held_many(void)
 {
-    for (int i = 0; i < HELD_MANY; i++) {
-        held_many_objs[i] = nbm_malloc(64);
-        CHECK(held_many_objs[i] != NULL);
-    }
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, free_then_take, NULL) == 0);
-    pthread_join(t, NULL);
-    CHECK_EQ(held_many_reused, HELD_MANY);
-    nbm_thread_flush();
+    CHECK_EQ(held_reused_by_other(120, 64), 120);
 }
 
 /* ... and no more: of 400 objects of 256 B of another heap freed, at most
@@ -239,42 +253,13 @@ static void test_held_many(void)
  * 109 of them). The objects a thread holds keep their pages in use, so
  * a ring of threads freeing each other's objects held 32 KiB of each class
  * per thread (remote-free: 1.7x mimalloc's peak RSS at 8 threads). */
-#define HELD_BOUND_N   400
 #define HELD_BOUND_MAX 32 /* 8 KiB of 256 B */
-static void *held_bound_objs[HELD_BOUND_N];
-static int held_bound_reused;
-
-static void *free_then_take_bound(void *arg)
-{
-    (void)arg;
-    static void *q[HELD_BOUND_N];
-    for (int i = 0; i < HELD_BOUND_N; i++)
-        nbm_free(held_bound_objs[i]);
-    for (int i = 0; i < HELD_BOUND_N; i++)
-        q[i] = nbm_malloc(256);
-    for (int i = 0; i < HELD_BOUND_N; i++)
-        for (int k = 0; k < HELD_BOUND_N; k++)
-            held_bound_reused += q[i] == held_bound_objs[k];
-    for (int i = 0; i < HELD_BOUND_N; i++)
-        nbm_free(q[i]);
-    nbm_thread_flush();
-    return NULL;
-}
-
 static void test_held_bound(void)
 {
-    for (int i = 0; i < HELD_BOUND_N; i++) {
-        held_bound_objs[i] = nbm_malloc(256);
-        CHECK(held_bound_objs[i] != NULL);
-    }
-    pthread_t t;
-    CHECK(pthread_create(&t, NULL, free_then_take_bound, NULL) == 0);
-    pthread_join(t, NULL);
-    printf("held of another heap: %d of %d objects of 256 B (at most %d)\n", held_bound_reused, HELD_BOUND_N,
-           HELD_BOUND_MAX);
-    CHECK(held_bound_reused >= 1);
-    CHECK(held_bound_reused <= HELD_BOUND_MAX);
-    nbm_thread_flush();
+    int reused = held_reused_by_other(400, 256);
+    printf("held of another heap: %d of 400 objects of 256 B (at most %d)\n", reused, HELD_BOUND_MAX);
+    CHECK(reused >= 1);
+    CHECK(reused <= HELD_BOUND_MAX);
 }
 
 /* The heartbeat (every 4096th malloc) pushes back what was held at the last
