@@ -45,6 +45,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -455,6 +456,31 @@ static void test_spare_revive(void)
 #define EDGE_CAP  16
 #define EDGE_N    (8 * EDGE_CAP)
 
+/* One more object of EDGE_SIZE into v[*n]; false (checked) when v is full or
+ * malloc failed. */
+static bool edge_next(char **v, int *n)
+{
+    CHECK(*n < EDGE_N);
+    if (*n >= EDGE_N)
+        return false;
+    v[*n] = nbm_malloc(EDGE_SIZE);
+    CHECK(v[*n] != NULL);
+    if (!v[*n])
+        return false;
+    (*n)++;
+    return true;
+}
+
+/* Objects into v until one lies in a page other than v[0]'s. */
+static bool edge_fill_to_second_page(char **v, int *n)
+{
+    do {
+        if (!edge_next(v, n))
+            return false;
+    } while (page_of(v[*n - 1]) == page_of(v[0]));
+    return true;
+}
+
 /* The owner's frees go onto the thread's list whatever their page while
  * the list has room (lim, 16 objects of 4 KiB, after a refill, plus the
  * refill's objects malloc took since: at most 32 here); with no room they
@@ -472,16 +498,10 @@ static void test_owner_edges(void)
     /* Until the current page is full and held whole: a later malloc then
      * has to switch pages. */
     for (;;) {
-        CHECK(n < EDGE_N);
-        if (n >= EDGE_N)
+        if (!edge_next(v, &n))
             goto out;
-        v[n] = nbm_malloc(EDGE_SIZE);
-        CHECK(v[n] != NULL);
-        if (!v[n])
-            goto out;
-        memset(v[n], 0x3c, EDGE_SIZE);
-        known[n] = page_of(v[n]);
-        n++;
+        memset(v[n - 1], 0x3c, EDGE_SIZE);
+        known[n - 1] = page_of(v[n - 1]);
         int same = 0;
         for (int i = 0; i < n; i++)
             same += page_of(v[i]) == page_of(v[n - 1]);
@@ -566,16 +586,8 @@ static void test_list_any_page(void)
     static char *v[EDGE_N];
     int n = 0;
     nbm_purge();
-    do {
-        CHECK(n < EDGE_N);
-        if (n >= EDGE_N)
-            goto out;
-        v[n] = nbm_malloc(EDGE_SIZE);
-        CHECK(v[n] != NULL);
-        if (!v[n])
-            goto out;
-        n++;
-    } while (page_of(v[n - 1]) == page_of(v[0]));
+    if (!edge_fill_to_second_page(v, &n))
+        goto out;
     char *x = v[0];
     nbm_free(x);
     v[0] = NULL;
@@ -601,16 +613,8 @@ static void test_idle_list(void)
     int n = 0;
     nbm_purge();
     nbm_free(nbm_malloc(32)); /* its page is there before the count */
-    do {
-        CHECK(n < EDGE_N);
-        if (n >= EDGE_N)
-            goto out;
-        v[n] = nbm_malloc(EDGE_SIZE);
-        CHECK(v[n] != NULL);
-        if (!v[n])
-            goto out;
-        n++;
-    } while (page_of(v[n - 1]) == page_of(v[0]));
+    if (!edge_fill_to_second_page(v, &n))
+        goto out;
     CHECK_EQ(n - 1, EDGE_CAP); /* the first page full, one object of the next */
     nbm_stats_t before, after;
     nbm_get_stats(&before);
@@ -663,14 +667,8 @@ static void test_switch_order(void)
     int n = 0;
     nbm_purge();
     for (;;) { /* until the current page is full and two earlier ones too */
-        CHECK(n < EDGE_N);
-        if (n >= EDGE_N)
+        if (!edge_next(v, &n))
             goto out;
-        v[n] = nbm_malloc(EDGE_SIZE);
-        CHECK(v[n] != NULL);
-        if (!v[n])
-            goto out;
-        n++;
         if (n >= 3 * EDGE_CAP && page_full(v, n, page_of(v[n - 1])))
             break;
     }
