@@ -595,9 +595,7 @@ void *nbm__small_alloc_generic(unsigned cls)
         nbm__heap_decay(tc);
         abandoned_decay(tc);
         if (cls >= NBM_NSMALL)
-            nbm__medium_tick(tc, nbm__os_now_ns());
-        else if (tc->mstash_n) /* the stash decays (the cache is not swept: above) */
-            nbm__medium_stash_decay(tc, nbm__os_now_ns());
+            nbm__medium_tick(nbm__os_now_ns());
     }
     nbm_bin_t *bin = &tc->bins[cls];
     if (cls >= NBM_NSMALL) /* its list is empty (lim 0: frees go to their pages) */
@@ -707,11 +705,12 @@ bool nbm__heaps_collect(bool medium)
 {
     nbm_tcache_t *tc = nbm__tc;
     bool any = false;
-    if (tc)
+    if (tc) {
         any |= collect_heap(tc, true);
+        if (medium)
+            any |= release_medium(tc);
+    }
     any |= collect_abandoned(0, 0, true);
-    if (tc && medium)
-        any |= release_medium(tc); /* last: the collections above may stash */
     return any;
 }
 

@@ -276,12 +276,8 @@ typedef struct nbm_binx {
  * pages for o = 5..13 (144 KiB - 64 MiB), the 16th being order o + 1. */
 #define NBM_MCLASS_SPLIT 5
 #define NBM_MCLASSES (NBM_MCLASS_SPLIT + 1 + 8 * (NBM_MAX_ORDER - NBM_MCLASS_SPLIT))
-/* A heap's medium stash (medium.c): up to NBM_MSTASH freed medium blocks of
- * classes up to 1 MiB, NBM_MSTASH_BYTES in all, reused first by the heap's
- * next requests they fit (up to 2x). */
-#define NBM_MSTASH_CLASSES (NBM_MCLASS_SPLIT + 1 + 8 * 3)
-#define NBM_MSTASH 8
-#define NBM_MSTASH_BYTES ((size_t)4 << 20)
+#define NBM_MCACHE_CLASSES (NBM_MCLASS_SPLIT + 1 + 8 * 2) /* classes up to 512 KiB use the thread's slots */
+#define NBM_MCACHE_ORDERS 8 /* medium blocks of 4..512 KiB: one per order (of their class) per thread */
 #define NBM_SPARE_ORDER0 4  /* page orders: 64 KiB and 128 KiB pages */
 #define NBM_SPARE_ORDERS 2
 #define NBM_SHARED_ORDER 6  /* pages of 256 KiB (large classes): no spares, the medium cache (spare.c) */
@@ -312,12 +308,8 @@ typedef struct nbm_tcache {
     _Alignas(NBM_CACHE_LINE) nbm_bin_t bins[NBM_NCLASSES]; /* records are line-aligned: a bin is one line */
     nbm_binx_t binx[NBM_NCLASSES];
     uint32_t desc[NBM_DESC_STASH];
-    void    *mstash[NBM_MSTASH];     /* freed medium blocks, reused first ([0, mstash_n)) */
-    uint8_t  mstash_cls[NBM_MSTASH]; /* their medium classes */
-    uint32_t mstash_n, mstash_low;   /* blocks stashed; fewest since mstash_since */
-    size_t   mstash_bytes;           /* their bytes, at most NBM_MSTASH_BYTES */
-    uint64_t mstash_since;           /* start of the stash's decay interval (ns) */
-    uint32_t mstash_hits;            /* hits on the stash (every 16th reads the clock) */
+    void    *mcache[NBM_MCACHE_ORDERS]; /* a freed medium block per order, reused first */
+    uint8_t  mcache_cls[NBM_MCACHE_ORDERS]; /* its medium class */
     nbm_page_t *spare[NBM_SPARE_ORDERS]; /* empty pages per page order, reused first (linked by next) */
     uint32_t nspare[NBM_SPARE_ORDERS];
     uint32_t spare_low[NBM_SPARE_ORDERS]; /* fewest spares since spare_since: not needed, released next */
@@ -578,15 +570,14 @@ NBM_HIDDEN nbm_arena_t *nbm__arena_at(uint32_t i);
 NBM_HIDDEN uint32_t nbm__arena_count(void);
 NBM_HIDDEN void nbm__decay_sweep(bool all);
 NBM_HIDDEN void nbm__medium_release(void *p, unsigned order); /* a block of an order to the decay cache */
-NBM_HIDDEN void nbm__medium_slots_release(nbm_tcache_t *tc, bool *any); /* the heap's medium stash to the decay cache */
-NBM_HIDDEN void nbm__medium_tick(nbm_tcache_t *tc, uint64_t now); /* the stash's decay and the cache's sweep, if due */
-NBM_HIDDEN void nbm__medium_stash_decay(nbm_tcache_t *tc, uint64_t now); /* the stash's blocks unused for half the delay go */
+NBM_HIDDEN void nbm__medium_slots_release(nbm_tcache_t *tc, bool *any); /* the thread's medium slots to the decay cache */
+NBM_HIDDEN void nbm__medium_tick(uint64_t now); /* the cache's sweep, if one is due */
 /* Page blocks of NBM_SHARED_ORDER and up (spare.c) under the medium cache's
  * policy: a cached one taken for a page, one new from the back-end, an
  * empty page's given to the cache. */
 NBM_HIDDEN void *nbm__medium_page_take(unsigned order);
 NBM_HIDDEN void  nbm__medium_page_new(unsigned order);
-NBM_HIDDEN void  nbm__medium_page_give(void *p, unsigned order, nbm_tcache_t *tc); /* tc: the calling thread's heap whose page it was, or NULL */
+NBM_HIDDEN void  nbm__medium_page_give(void *p, unsigned order);
 /* After an allocation failed: the medium cache to the back-end, empty arenas
  * to the OS. True if anything was returned. */
 NBM_HIDDEN bool nbm__arena_reclaim(void);

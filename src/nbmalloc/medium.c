@@ -15,19 +15,16 @@
  * double free), and the byte is cleared when the block goes back to the
  * back-end, so an interior or never handed-out pointer finds 0.
  *
- * Decay. A heap keeps a stash of up to NBM_MSTASH freed medium blocks of
- * classes up to 1 MiB, NBM_MSTASH_BYTES in all, for its next requests they
- * fit (the smallest stashed class at least the request's, up to 2x its
- * size): a thread that frees and reallocates medium blocks touches no shared
- * line but the page byte's CAS (below). A stashed block counts as in use for
- * the policy and as cached in the statistics; the blocks a heap did not need
- * during half NBM_PURGE_DELAY_MS go to the shared cache below (at a medium
- * call or the heartbeat), and all of them at thread exit, nbm_purge,
- * malloc_trim and recovery. With no delay (NBM_PURGE_DELAY_MS=0) nothing is
- * stashed. Other freed medium blocks are kept on a per-class stack (a
- * descriptor holding the block) and reused first by the next request of
- * that class. How many are kept is the memory policy's (decay.c, one policy
- * per class): once per epoch (NBM_PURGE_DELAY_MS / 4)
+ * Decay. A thread keeps its last freed medium block of each order up to
+ * 512 KiB (a class up to 512 KiB whose pages' highest bit is that order) for
+ * its next request of that order whose class the block holds (no atomic RMW
+ * but the page-byte exchange): one slot per order, as many blocks held as
+ * before the classes, though a block may serve a smaller class of its order
+ * (up to 2x the request; a reuse from the cache below may be 4x). Other
+ * freed medium blocks are kept on a per-class stack (a descriptor holding
+ * the block) and reused first by the next request of that class. How many
+ * are kept is the memory policy's (decay.c, one policy per class; a block in
+ * a thread's slot counts as in use): once per epoch (NBM_PURGE_DELAY_MS / 4)
  * a medium call sweeps, and each class whose cache holds more than its peak
  * of the last window needs gives back
  * about half of the excess, oldest blocks first, madvise'd away. An optional
@@ -123,6 +120,8 @@ _Static_assert(NBM_MOVE_ORDER > SPLIT, "moves are for blocks above the split");
 #define NBM_PAGE_UNITS ((char *)1) /* a cached block's desc->bump: its unit words are still a page's */
 static void cache_put(void *p, unsigned cls, bool page);
 
+static _Thread_local uint32_t slot_hits NBM_TLS; /* this thread's hits on its own medium slots */
+
 /* Once per epoch, one caller sweeps the caches by the policy. */
 static void maybe_sweep(uint64_t now)
 {
@@ -130,118 +129,27 @@ static void maybe_sweep(uint64_t now)
         nbm__decay_sweep(false);
 }
 
-/* --- the heap's stash ---------------------------------------------------------
- * Every field is the heap owner's. A block in the stash has its page byte
- * marked freed (a second free is a double free) and counts as in use for its
- * class's policy, as it did before it was freed: stashing and reusing it
- * changes no shared counter. Its bytes count as cached (the statistics, the
- * optional fixed cap). */
-
-#define STASH_PAGE 0x80u /* in mstash_cls: an empty page's block, its unit words kept (as in the cache) */
-#define STASH_CLS(b) ((unsigned)(b) & ~STASH_PAGE)
-
-static void stash_drop(nbm_tcache_t *tc, unsigned i)
+void nbm__medium_tick(uint64_t now)
 {
-    tc->mstash_bytes -= class_bytes(STASH_CLS(tc->mstash_cls[i]));
-    NBM_STAT_SUB(medium_cached, class_bytes(STASH_CLS(tc->mstash_cls[i])));
-    unsigned last = --tc->mstash_n;
-    tc->mstash[i] = tc->mstash[last];
-    tc->mstash_cls[i] = tc->mstash_cls[last];
-    tc->mstash[last] = NULL;
-    if (tc->mstash_low > tc->mstash_n)
-        tc->mstash_low = tc->mstash_n;
-}
-
-/* The stashed block of the smallest class from cls up to twice its size, or
- * NULL; *cls becomes its class. */
-static void *stash_take(nbm_tcache_t *tc, unsigned *cls)
-{
-    unsigned best = NBM_MSTASH;
-    size_t lim = class_pages(*cls) * 2;
-    for (unsigned i = 0; i < tc->mstash_n; i++) {
-        unsigned c = STASH_CLS(tc->mstash_cls[i]);
-        if (c >= *cls && class_pages(c) <= lim && (best == NBM_MSTASH || c < STASH_CLS(tc->mstash_cls[best])))
-            best = i;
-    }
-    if (best == NBM_MSTASH)
-        return NULL;
-    void *p = tc->mstash[best];
-    unsigned b = tc->mstash_cls[best];
-    *cls = STASH_CLS(b);
-    stash_drop(tc, best);
-    if (b & STASH_PAGE)
-        nbm__page_forget(p, class_order(*cls)); /* a page's block becomes a medium block */
-    return p;
-}
-
-/* A stashed block of exactly class cls, or NULL (for a new page). */
-static void *stash_take_exact(nbm_tcache_t *tc, unsigned cls)
-{
-    for (unsigned i = 0; i < tc->mstash_n; i++)
-        if (STASH_CLS(tc->mstash_cls[i]) == cls) {
-            void *p = tc->mstash[i];
-            stash_drop(tc, i);
-            return p;
-        }
-    return NULL;
-}
-
-/* Stashes a freed block (an empty page's with page) if it is of a stashed
- * class and fits the bounds. */
-static bool stash_put(nbm_tcache_t *tc, void *p, unsigned cls, bool page)
-{
-    size_t size = class_bytes(cls);
-    if (cls >= NBM_MSTASH_CLASSES || tc->mstash_n == NBM_MSTASH || tc->mstash_bytes + size > NBM_MSTASH_BYTES ||
-        nbm__opt.purge_delay_ns == 0)
-        return false;
-    if (nbm__opt.cache_max != UINT64_MAX && NBM_STAT(medium_cached) + size > nbm__opt.cache_max)
-        return false;
-    tc->mstash[tc->mstash_n] = p;
-    tc->mstash_cls[tc->mstash_n] = (uint8_t)(cls | (page ? STASH_PAGE : 0));
-    tc->mstash_n++;
-    tc->mstash_bytes += size;
-    NBM_STAT_ADD(medium_cached, size);
-    return true;
-}
-
-/* Every half NBM_PURGE_DELAY_MS, the blocks the heap did not need during the
- * whole interval (the fewest stashed at any time in it) go to the shared
- * cache, where its policy keeps or returns them. */
-void nbm__medium_stash_decay(nbm_tcache_t *tc, uint64_t now)
-{
-    if (now - tc->mstash_since < nbm__opt.purge_delay_ns / 2)
-        return;
-    for (uint32_t n = tc->mstash_low; n && tc->mstash_n; n--) {
-        unsigned i = tc->mstash_n - 1;
-        void *p = tc->mstash[i];
-        unsigned b = tc->mstash_cls[i];
-        stash_drop(tc, i);
-        cache_put(p, STASH_CLS(b), b & STASH_PAGE);
-    }
-    tc->mstash_low = tc->mstash_n;
-    tc->mstash_since = now;
-}
-
-void nbm__medium_tick(nbm_tcache_t *tc, uint64_t now)
-{
-    if (tc)
-        nbm__medium_stash_decay(tc, now);
     maybe_sweep(now);
 }
 
-/* Fast case (no atomic RMW): a block of the heap's stash. Then the shared
- * decay cache (one CAS), then the back-end. */
+/* Fast case (no atomic RMW): the thread's own last freed block of this
+ * order. Then the shared decay cache (one CAS), then the back-end. */
 void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc, nbm_hole_t *hole)
 {
-    unsigned cls = class_for(size > align ? size : align);
+    unsigned cls = class_for(size > align ? size : align), slot = class_order(cls);
     void *p;
-    if (tc && tc->mstash_n && (p = stash_take(tc, &cls)) != NULL) {
+    if (tc && cls < NBM_MCACHE_CLASSES && tc->mcache[slot] && tc->mcache_cls[slot] >= cls) {
+        p = tc->mcache[slot];
+        tc->mcache[slot] = NULL;
+        cls = tc->mcache_cls[slot];
         *fresh = false;
         /* The policy's clock is read every 16th hit only (a clock read cost
-         * about a quarter of this path); a program living on its stash
+         * about a quarter of this path); a program living on its own slots
          * still sweeps. */
-        if (NBM_UNLIKELY((++tc->mstash_hits & 15) == 0))
-            nbm__medium_tick(tc, nbm__os_now_ns());
+        if (NBM_UNLIKELY((++slot_hits & 15) == 0))
+            maybe_sweep(nbm__os_now_ns());
     } else {
         uint64_t now = nbm__os_now_ns();
         uint32_t d = nbm__stack_pop(&decay[cls], &nbm__desc_pool);
@@ -276,7 +184,7 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
             *fresh = true; /* never used, or purged before it went back */
         }
         nbm__decay_take(&policy[cls], class_bytes(cls), now);
-        nbm__medium_tick(tc, now);
+        maybe_sweep(now);
     }
     nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)p);
     /* Relaxed: read by a free, which the user orders after this return. */
@@ -329,14 +237,7 @@ void *nbm__block_cached(unsigned order)
  * cleared), or NULL. */
 void *nbm__medium_page_take(unsigned order)
 {
-    nbm_tcache_t *tc = nbm__tc;
-    void *p;
-    if (tc && tc->mstash_n && (p = stash_take_exact(tc, class_of_order(order))) != NULL) {
-        /* Counted in use while stashed: no count changes. Relaxed: ours alone. */
-        nbm_store_u8_relaxed(page_byte((nbm_arena_t *)nbm__owner((uintptr_t)p), p), 0);
-        return p;
-    }
-    p = nbm__block_cached(order);
+    void *p = nbm__block_cached(order);
     if (p) {
         nbm__decay_unhold(&policy[class_of_order(order)], NBM_PAGE << order);
         nbm__decay_take(&policy[class_of_order(order)], NBM_PAGE << order, nbm__os_now_ns());
@@ -346,7 +247,7 @@ void *nbm__medium_page_take(unsigned order)
 
 /* An empty page's block (unit words kept) to the cache, marked as a freed
  * block's. */
-void nbm__medium_page_give(void *p, unsigned order, nbm_tcache_t *tc)
+void nbm__medium_page_give(void *p, unsigned order)
 {
     nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)p);
     /* Relaxed: the block is ours alone until the cache's CAS publishes it. */
@@ -358,8 +259,6 @@ void nbm__medium_page_give(void *p, unsigned order, nbm_tcache_t *tc)
         nbm_store_u32_relaxed(extent_of(ar, p), EXT((uint32_t)1 << order, 0));
         nbm_store_u32_relaxed(moved_top_of(ar, p), (uint32_t)1 << order); /* not known: no source */
     }
-    if (tc && stash_put(tc, p, class_of_order(order), true))
-        return;
     cache_put(p, class_of_order(order), true);
 }
 
@@ -420,8 +319,12 @@ void nbm__medium_free(nbm_arena_t *ar, void *p, const char *who)
     nbm_tcache_t *tc = nbm__tc;
     if (tc) {
         tc->medium_delta--;
-        if (stash_put(tc, p, cls, false))
+        unsigned slot = class_order(cls);
+        if (cls < NBM_MCACHE_CLASSES && !tc->mcache[slot]) {
+            tc->mcache[slot] = p;
+            tc->mcache_cls[slot] = (uint8_t)cls;
             return;
+        }
     } else {
         NBM_STAT_SUB(medium_live, 1);
     }
@@ -431,13 +334,13 @@ void nbm__medium_free(nbm_arena_t *ar, void *p, const char *who)
 
 void nbm__medium_slots_release(nbm_tcache_t *tc, bool *any)
 {
-    while (tc->mstash_n) {
-        unsigned i = tc->mstash_n - 1, b = tc->mstash_cls[i];
-        void *p = tc->mstash[i];
-        stash_drop(tc, i);
-        cache_put(p, STASH_CLS(b), b & STASH_PAGE);
-        *any = true;
-    }
+    for (unsigned k = 0; k < NBM_MCACHE_ORDERS; k++)
+        if (tc->mcache[k]) {
+            void *p = tc->mcache[k];
+            tc->mcache[k] = NULL;
+            cache_put(p, tc->mcache_cls[k], false);
+            *any = true;
+        }
 }
 
 /* A free medium block leaves use: to the decay cache if the policy keeps

@@ -68,9 +68,7 @@ bool nbm__spares_decay(nbm_tcache_t *tc)
 void nbm__spare_put(nbm_tcache_t *tc, nbm_page_t *pg, unsigned order)
 {
     if (order >= NBM_SHARED_ORDER) {
-        /* To the heap's stash only from its own thread (not while another
-         * thread collects an abandoned heap: its blocks go back). */
-        nbm__medium_page_give((void *)nbm__page_base(pg), order, tc == nbm__tc ? tc : NULL);
+        nbm__medium_page_give((void *)nbm__page_base(pg), order);
         return;
     }
     unsigned k = order - NBM_SPARE_ORDER0;
