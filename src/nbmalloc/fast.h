@@ -92,12 +92,12 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
              * the page (the former test for the current page missed 742 K
              * times in leak's 2 M frees at 1 thread), while the list has
              * room; else to the page (nbm__free_full, a tail call). */
-            if (NBM_LIKELY(bin->room > 0)) {
+            if (NBM_LIKELY(--bin->room >= 0)) {
                 o[0] = bin->head;
                 bin->head = o;
-                bin->room--;
                 return;
             }
+            bin->room = 0;
             /* No room: the current page's object goes onto the list all
              * the same (uncounted: at most the page's objects; thread-test
              * frees 18 % of its objects there, and the page path cost it
@@ -123,11 +123,22 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
                  * list, the word is NBM_PAGE_OFF + used, negative as 16
                  * bits after the decrement (used >= 1: the object was in
                  * use); on it, the count alone, 0 when the page empties. */
+#if defined(__x86_64__)
+                /* One read-modify-write and the branch on its flags (2
+                 * instructions): for a 16-bit field, gcc 12 and clang 14
+                 * load, subtract, store and test (5). */
+                __asm__ goto("subw $1, %0\n\tjle %l[edge]" : "+m"(pg->uw) : : "cc" : edge);
+                return;
+            edge:
+                nbm__page_refreed(tc, bin, pg);
+                return;
+#else
                 int16_t uw = (int16_t)(pg->uw - 1);
                 pg->uw = (uint16_t)uw;
                 if (NBM_UNLIKELY(uw <= 0))
                     nbm__page_refreed(tc, bin, pg);
                 return;
+#endif
             }
             nbm__free_other(tc, bin, o);
             return;
