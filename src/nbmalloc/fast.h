@@ -66,8 +66,10 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
     uintptr_t a = (uintptr_t)p;
     uintptr_t owner = nbm__owner(a);
     nbm_tcache_t *tc = nbm__tc;
-    if (NBM_LIKELY(owner != 0 && !(owner & NBM_HUGE_TAG) && tc != NULL)) {
-        nbm_arena_t *ar = (nbm_arena_t *)owner;
+    /* An arena's entry has bit 0 set (0, a huge mapping and a tombstone
+     * have it clear: one test, not a test for 0 and one for the huge tag). */
+    if (NBM_LIKELY(nbm__map_is_arena(owner) && tc != NULL)) {
+        nbm_arena_t *ar = nbm__map_arena(owner);
         uint32_t w = nbm__unit_word(ar, a);
         size_t k = w & 0xffu;
         {
