@@ -94,12 +94,12 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
              * the page (the former test for the current page missed 742 K
              * times in leak's 2 M frees at 1 thread), while the list has
              * room; else to the page (nbm__free_full, a tail call). */
-            if (NBM_LIKELY(--bin->room >= 0)) {
+            if (NBM_LIKELY(bin->room > 0)) {
                 o[0] = bin->head;
                 bin->head = o;
+                bin->room--;
                 return;
             }
-            bin->room = 0;
             /* No room: the current page's object goes onto the list all
              * the same (uncounted: at most the page's objects; thread-test
              * frees 18 % of its objects there, and the page path cost it
