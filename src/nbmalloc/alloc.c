@@ -128,7 +128,7 @@ void *nbm__realloc(void *p, size_t n)
         return NULL;
     }
     uintptr_t owner = nbm__owner((uintptr_t)p);
-    if ((owner & NBM_MAP_TOMB) == NBM_HUGE_TAG) { /* a live huge mapping: mremap */
+    if (nbm__map_is_huge(owner)) { /* a live huge mapping: mremap */
         void *q = nbm__huge_realloc(owner, p, n);
         if (q)
             return q;

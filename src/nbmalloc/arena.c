@@ -41,10 +41,10 @@ bool nbm__map_claim(uintptr_t slot, uintptr_t value)
         return false;
     uintptr_t v = nbm_load_uptr(&nbm__map[slot]);
     for (;;) {
-        if (v != 0 && (v & NBM_MAP_TOMB) != NBM_MAP_TOMB) {
-            if (v & NBM_HUGE_TAG)
-                return false; /* a live huge mapping */
-            nbm_arena_t *old = (nbm_arena_t *)v;
+        if (nbm__map_is_huge(v))
+            return false; /* a live huge mapping */
+        if (nbm__map_is_arena(v)) {
+            nbm_arena_t *old = nbm__map_arena(v);
             uint32_t r = nbm_load_u32(&old->retired);
             if (r != NBM_ARENA_GONE && (r != NBM_ARENA_RETIRED || !nbm_cas_u32(&old->retired, &r, NBM_ARENA_GONE)))
                 return false; /* live, or being revived */
@@ -165,7 +165,7 @@ static bool arena_revive(uint32_t seen, unsigned order)
             nbm_store_u32(&ar->retired, was);
             continue;
         }
-        if (was == NBM_ARENA_GONE && !nbm__map_claim(ar->base >> NBM_ARENA_SHIFT, (uintptr_t)ar)) {
+        if (was == NBM_ARENA_GONE && !nbm__map_claim(ar->base >> NBM_ARENA_SHIFT, (uintptr_t)ar | NBM_MAP_ARENA)) {
             nbm__os_unmap((void *)ar->base, ar->size);
             nbm__budget_give(ar->size);
             nbm_store_u32(&ar->retired, was);
@@ -202,7 +202,7 @@ static bool arena_grow(uint32_t seen, unsigned order)
     nbm_arena_t *ar = arena_create(order);
     if (!ar)
         return false;
-    if (!nbm__map_claim(ar->base >> NBM_ARENA_SHIFT, (uintptr_t)ar)) {
+    if (!nbm__map_claim(ar->base >> NBM_ARENA_SHIFT, (uintptr_t)ar | NBM_MAP_ARENA)) {
         /* a slot being revived under us: give this one up (rare; its
          * metadata mapping is left, unused) */
         nbm__os_unmap((void *)ar->base, ar->size);
@@ -233,7 +233,7 @@ static bool arena_grow(uint32_t seen, unsigned order)
  * instead of silent corruption. */
 static void check_fresh(void *p, unsigned order)
 {
-    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)p);
+    nbm_arena_t *ar = nbm__arena_of((uintptr_t)p);
     uintptr_t off = (uintptr_t)p - ar->base;
     size_t pages = (size_t)1 << order, u0 = off >> NBM_UNIT_SHIFT;
     size_t units = (NBM_PAGE << order) >> NBM_UNIT_SHIFT;
@@ -307,7 +307,7 @@ void *nbm__block_alloc_pieces(size_t pages, uint32_t *hint, bool *whole)
             *whole = p != NULL;
             return p;
         }
-        nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)p);
+        nbm_arena_t *ar = nbm__arena_of((uintptr_t)p);
         nbm__block_free(ar, p);
         char *q = p;
         bool ok = true;

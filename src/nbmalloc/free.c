@@ -26,7 +26,7 @@ void nbm__free_bad(const char *what, const void *p)
 void nbm__free_unaligned(void *p)
 {
     uintptr_t a = (uintptr_t)p;
-    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner(a);
+    nbm_arena_t *ar = nbm__arena_of(a);
     if (nbm__unit_word(ar, a) == 0) {
         nbm__medium_free(ar, p, "free(): invalid pointer");
         return;
@@ -42,11 +42,11 @@ void nbm__free_generic(void *p)
     uintptr_t owner = nbm__owner(a);
     if (owner == 0)
         nbm__fatal("free(): invalid pointer", p);
-    if (owner & NBM_HUGE_TAG) {
+    if (!nbm__map_is_arena(owner)) {
         nbm__huge_free(owner, p, "free(): invalid pointer");
         return;
     }
-    nbm_arena_t *ar = (nbm_arena_t *)owner;
+    nbm_arena_t *ar = nbm__map_arena(owner);
     uint32_t w = nbm__unit_word(ar, a);
     if (w == 0) {
         nbm__medium_free(ar, p, "free(): invalid pointer");
@@ -75,9 +75,9 @@ size_t nbm__usable(const void *p, const char *who, const char *freed)
     uintptr_t owner = nbm__owner(a);
     if (owner == 0)
         nbm__fatal(who, p);
-    if (owner & NBM_HUGE_TAG)
+    if (!nbm__map_is_arena(owner))
         return nbm__huge_size(owner, p, who, freed);
-    nbm_arena_t *ar = (nbm_arena_t *)owner;
+    nbm_arena_t *ar = nbm__map_arena(owner);
     uint32_t w = nbm__unit_word(ar, a);
     if (w == 0)
         return nbm__medium_size(ar, p, who, freed);

@@ -265,7 +265,7 @@ static void send(nbm_tcache_t *tc, nbm_bin_t *bin, void **list)
             last = list;
             n++;
         }
-        nbm_page_t *pg = nbm__page_at((nbm_arena_t *)nbm__owner(base), base, mask);
+        nbm_page_t *pg = nbm__page_at(nbm__arena_of(base), base, mask);
         if (nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc) {
             last[0] = pg->free;
             pg->free = first;

@@ -48,7 +48,7 @@ void *nbm__huge_alloc(size_t size, size_t align)
     h->list = base;
     h->count = d; /* its own index, to give it back */
     h->bump = (char *)(uintptr_t)total;
-    if (!nbm__map_claim((uintptr_t)base >> NBM_ARENA_SHIFT, (uintptr_t)h | NBM_HUGE_TAG)) {
+    if (!nbm__map_claim((uintptr_t)base >> NBM_ARENA_SHIFT, (uintptr_t)h)) {
         /* Above the owner map's 47-bit reach: not ours to serve. */
         nbm__os_unmap(base, total);
         nbm__budget_give(total);
@@ -65,7 +65,7 @@ static nbm_desc_t *header(uintptr_t owner, const void *p, const char *who, const
 {
     if ((owner & NBM_MAP_TOMB) == NBM_MAP_TOMB)
         nbm__fatal((owner & ~NBM_MAP_TOMB) == (uintptr_t)p ? freed : who, p);
-    nbm_desc_t *h = (nbm_desc_t *)(owner & ~NBM_HUGE_TAG);
+    nbm_desc_t *h = (nbm_desc_t *)owner;
     if (h->list != p)
         nbm__fatal(who, p);
     return h;

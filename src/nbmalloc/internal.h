@@ -5,8 +5,10 @@
  * managed by one nbbs instance (4 KiB min_block, max block 64 MiB or the
  * arena's size); every huge mapping starts on a 1 GiB boundary too. So the
  * owner of any pointer is nbm__map[p >> 30]: one load, never a scan. An
- * entry is an arena pointer, a huge header with bit 0 set, a freed huge
- * mapping's tombstone (its pointer | 3), or 0 (not ours).
+ * entry is an arena pointer with bit 0 set, a huge header (bits 0-1
+ * clear), a freed huge mapping's tombstone (its pointer | 2), or 0 (not
+ * ours): free's fast path tells an arena from all the others with one bit
+ * test (the arena's tag folds into the offsets of its loads).
  *
  * An arena's 1 GiB slot is reserved only up to the arena's size (4 MiB for
  * the first, doubling up to 1 GiB): the rest of the slot is address space
@@ -61,8 +63,8 @@
 #define NBM_UNIT_SHIFT  16                        /* 64 KiB class-map unit */
 #define NBM_UNITS       (NBM_ARENA_SIZE >> NBM_UNIT_SHIFT)
 #define NBM_PAGES       (NBM_ARENA_SIZE >> NBM_PAGE_SHIFT)
-#define NBM_HUGE_TAG    ((uintptr_t)1)
-#define NBM_MAP_TOMB    ((uintptr_t)3) /* a freed huge mapping: its user pointer | 3 */
+#define NBM_MAP_ARENA   ((uintptr_t)1) /* an arena: its pointer | 1 */
+#define NBM_MAP_TOMB    ((uintptr_t)2) /* a freed huge mapping: its user pointer | 2 */
 
 /* --- size classes ---------------------------------------------------------- */
 /* Small: 16..128 step 16, then four classes per power of two up to 16 KiB
@@ -400,6 +402,13 @@ static inline uintptr_t nbm__owner(uintptr_t a)
      * carries the happens-before. */
     return NBM_LIKELY(i < NBM_MAP_SIZE) ? nbm_load_uptr_relaxed(&nbm__map[i]) : 0;
 }
+
+/* Owner-map entries (nbm__owner): an arena, a live huge mapping. */
+static inline bool nbm__map_is_arena(uintptr_t v) { return (v & NBM_MAP_ARENA) != 0; }
+static inline bool nbm__map_is_huge(uintptr_t v) { return v != 0 && (v & (NBM_MAP_ARENA | NBM_MAP_TOMB)) == 0; }
+static inline nbm_arena_t *nbm__map_arena(uintptr_t v) { return (nbm_arena_t *)(v - NBM_MAP_ARENA); }
+/* The arena of an address known to be in one. */
+static inline nbm_arena_t *nbm__arena_of(uintptr_t a) { return nbm__map_arena(nbm__owner(a)); }
 
 /* The record of the page (of `page_mask` + 1 bytes) holding address a. */
 static inline nbm_page_t *nbm__page_at(nbm_arena_t *ar, uintptr_t a, uintptr_t page_mask)

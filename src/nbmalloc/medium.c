@@ -186,7 +186,7 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
         nbm__decay_take(&policy[cls], class_bytes(cls), now);
         maybe_sweep(now);
     }
-    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)p);
+    nbm_arena_t *ar = nbm__arena_of((uintptr_t)p);
     /* Relaxed: read by a free, which the user orders after this return. */
     nbm_store_u8_relaxed(page_byte(ar, p), (uint8_t)(cls + 1));
     if (hole)
@@ -227,7 +227,7 @@ void *nbm__block_cached(unsigned order)
     NBM_STAT_SUB(medium_cached, NBM_PAGE << order);
     nbm__desc_put(nbm__tc, d);
     /* Relaxed: the block is ours alone (popped by the CAS above). */
-    nbm_store_u8_relaxed(page_byte((nbm_arena_t *)nbm__owner((uintptr_t)p), p), 0);
+    nbm_store_u8_relaxed(page_byte(nbm__arena_of((uintptr_t)p), p), 0);
     return p;
 }
 
@@ -249,7 +249,7 @@ void *nbm__medium_page_take(unsigned order)
  * block's. */
 void nbm__medium_page_give(void *p, unsigned order)
 {
-    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)p);
+    nbm_arena_t *ar = nbm__arena_of((uintptr_t)p);
     /* Relaxed: the block is ours alone until the cache's CAS publishes it. */
     nbm_store_u8_relaxed(page_byte(ar, p), (uint8_t)((class_of_order(order) + 1) | NBM_PAGE_FREED));
     /* A page's objects may have touched all of it. Moves into it as a
@@ -359,7 +359,7 @@ static void cache_put(void *p, unsigned cls, bool page)
                  NBM_STAT(medium_cached) + size <= nbm__opt.cache_max))
         d = nbm__desc_get(nbm__tc); /* 0 when out of memory: straight back */
     if (!d) {
-        release((nbm_arena_t *)nbm__owner((uintptr_t)p), p, cls);
+        release(nbm__arena_of((uintptr_t)p), p, cls);
     } else {
         nbm_desc_t *ds = nbm__desc(d);
         ds->list = p;
@@ -416,7 +416,7 @@ void nbm__decay_sweep(bool all)
             if (i < keep) {
                 keep_last = d; /* the chain up to here stays linked as it is */
             } else {
-                nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)ds->list);
+                nbm_arena_t *ar = nbm__arena_of((uintptr_t)ds->list);
                 NBM_STAT_SUB(medium_cached, size);
                 nbm__decay_unhold(&policy[cls], size);
                 release(ar, ds->list, cls);
@@ -540,7 +540,7 @@ bool nbm__medium_move(char *block, char *dst, void *src, size_t len, bool pieces
     maps_check(nbm_add_u32(&moves_seen, 1) + 1);
     last_src = (uintptr_t)src + len;
     last_dst = (uintptr_t)dst + len;
-    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)block);
+    nbm_arena_t *ar = nbm__arena_of((uintptr_t)block);
     if (!extends) {
         _Atomic uint32_t *ext = extent_of(ar, block);
         uint32_t w = nbm_load_u32_relaxed(ext);
@@ -628,7 +628,7 @@ size_t nbm__medium_fill(char *block, size_t off, size_t len)
             last = d;
             nbm_desc_t *ds = nbm__desc(d);
             char *b = ds->list;
-            nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)b);
+            nbm_arena_t *ar = nbm__arena_of((uintptr_t)b);
             _Atomic uint32_t *ext = extent_of(ar, b);
             uint32_t w = nbm_load_u32_relaxed(ext), e = EXT_PAGES(w);
             uint32_t mtop = nbm_load_u32_relaxed(moved_top_of(ar, b));

@@ -31,7 +31,7 @@ nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t *hint, void *bl
     char *b = block;
     if (!b && !(b = nbm__block_alloc(page_order(c), hint)))
         return NULL;
-    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)b);
+    nbm_arena_t *ar = nbm__arena_of((uintptr_t)b);
     size_t u0 = first_unit(ar, (uintptr_t)b);
     nbm_page_t *pg = &ar->pages[u0];
     pg->arena = (uint16_t)ar->index;
@@ -56,7 +56,7 @@ nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t *hint, void *bl
 
 nbm_page_t *nbm__page_revive(void *block, unsigned cls, uintptr_t heap)
 {
-    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)block);
+    nbm_arena_t *ar = nbm__arena_of((uintptr_t)block);
     size_t u0 = first_unit(ar, (uintptr_t)block);
     nbm_page_t *pg = &ar->pages[u0];
     uint32_t w = nbm_load_u32_relaxed(&ar->unit[u0]);
@@ -210,7 +210,7 @@ void *nbm__page_unmake(nbm_page_t *pg)
 
 void nbm__page_forget(void *block, unsigned order)
 {
-    nbm_arena_t *ar = (nbm_arena_t *)nbm__owner((uintptr_t)block);
+    nbm_arena_t *ar = nbm__arena_of((uintptr_t)block);
     size_t u0 = first_unit(ar, (uintptr_t)block), units = (NBM_PAGE << order) >> NBM_UNIT_SHIFT;
     /* seq_cst: the block goes on to the back-end or a shared cache, whose
      * next owner may be another thread (whose CAS then orders these). */
@@ -227,12 +227,12 @@ void nbm__page_release(void *block, unsigned order)
     nbm__page_forget(block, order);
     nbm__os_purge(block, NBM_PAGE << order);
     NBM_STAT_ADD(purged, NBM_PAGE << order);
-    nbm__block_free((nbm_arena_t *)nbm__owner((uintptr_t)block), block);
+    nbm__block_free(nbm__arena_of((uintptr_t)block), block);
 }
 
 /* The unit words were cleared before the memory moved out (a stale free of
  * one of its objects reads zeros: it must find no page there). */
 void nbm__page_release_moved(void *block)
 {
-    nbm__block_free((nbm_arena_t *)nbm__owner((uintptr_t)block), block);
+    nbm__block_free(nbm__arena_of((uintptr_t)block), block);
 }

@@ -35,7 +35,7 @@ void nbm__remote_push(unsigned cls, void **list)
         }
         if (rlast)
             rlast[0] = NULL;
-        nbm_arena_t *ar = (nbm_arena_t *)nbm__owner(base);
+        nbm_arena_t *ar = nbm__arena_of(base);
         nbm__page_free_remote(nbm__page_at(ar, base, mask), first, last);
         list = rest;
     }
