@@ -125,23 +125,11 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
                  * list, the word is NBM_PAGE_OFF + used, negative as 16
                  * bits after the decrement (used >= 1: the object was in
                  * use); on it, the count alone, 0 when the page empties. */
-#if defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 11 : __GNUC__ >= 11)
-                /* One read-modify-write and the branch on its flags (2
-                 * instructions): for a 16-bit field, gcc 12 and clang 14
-                 * load, subtract, store and test (5). asm goto with an
-                 * output: gcc 11 and clang 11 on. */
-                __asm__ goto("subw $1, %0\n\tjle %l[edge]" : "+m"(pg->uw) : : "cc" : edge);
-                return;
-            edge:
-                nbm__page_refreed(tc, bin, pg);
-                return;
-#else
                 int16_t uw = (int16_t)(pg->uw - 1);
                 pg->uw = (uint16_t)uw;
                 if (NBM_UNLIKELY(uw <= 0))
                     nbm__page_refreed(tc, bin, pg);
                 return;
-#endif
             }
             nbm__free_other(tc, bin, o);
             return;
