@@ -450,7 +450,7 @@ nbm_page_t *nbm__heap_page_new(nbm_tcache_t *tc, nbm_bin_t *bin, unsigned cls)
     if (!pg)
         return NULL;
     if (!b)
-        nbm__spare_fresh(order);
+        nbm__spare_fresh((void *)nbm__page_base(pg), order);
     tc->refills++;
     nbm__heap_decay(tc);
     binx_of(tc, bin)->fresh++;

@@ -585,7 +585,7 @@ NBM_HIDDEN void nbm__medium_tick(uint64_t now); /* the cache's sweep, if one is 
  * policy: a cached one taken for a page, one new from the back-end, an
  * empty page's given to the cache. */
 NBM_HIDDEN void *nbm__medium_page_take(unsigned order);
-NBM_HIDDEN void  nbm__medium_page_new(unsigned order);
+NBM_HIDDEN void  nbm__medium_page_new(void *p, unsigned order);
 NBM_HIDDEN void  nbm__medium_page_give(void *p, unsigned order);
 /* After an allocation failed: the medium cache to the back-end, empty arenas
  * to the OS. True if anything was returned. */
@@ -681,7 +681,7 @@ NBM_HIDDEN void  nbm__spare_put(nbm_tcache_t *tc, nbm_page_t *pg, unsigned order
  * medium cache's); NULL if none: the caller takes one from the back-end and
  * calls nbm__spare_fresh. */
 NBM_HIDDEN void *nbm__spare_take(nbm_tcache_t *tc, unsigned order);
-NBM_HIDDEN void  nbm__spare_fresh(unsigned order);
+NBM_HIDDEN void  nbm__spare_fresh(void *block, unsigned order);
 NBM_HIDDEN bool  nbm__spares_release(nbm_tcache_t *tc); /* all to the OS and back-end; true if any */
 NBM_HIDDEN void  nbm__spares_give(nbm_tcache_t *tc);    /* all to the medium cache (thread exit) */
 /* Moves the memory of whole spares into [block + off, + len) of a medium

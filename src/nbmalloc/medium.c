@@ -53,12 +53,16 @@ static _Atomic uint32_t *moved_top_of(nbm_arena_t *ar, const void *p)
     return &ar->moved_top[((uintptr_t)p - ar->base) >> NBM_UNIT_SHIFT];
 }
 
-/* An extent word: pages that may be resident (low 24 bits), and the moves
- * into the block that may have left a mapping of their own (bits 24-31,
- * saturating; see nbm__medium_move). */
-#define EXT_PAGES(w)  ((w) & 0xffffffu)
-#define EXT_FRAGS(w)  ((w) >> 24)
-#define EXT(pages, frags) ((uint32_t)(pages) | (uint32_t)(frags) << 24)
+/* An extent word: pages that may be resident (low 16 bits), and the moves
+ * into the block that may have left a mapping of their own (high 16 bits;
+ * see nbm__medium_move). Neither can overflow: a block has at most 2^14
+ * pages, and its moves are counted against the budget, at most
+ * NBM_MOVE_BUDGET_MAX outstanding in all. */
+#define EXT_PAGES(w)  ((w) & 0xffffu)
+#define EXT_FRAGS(w)  ((w) >> 16)
+#define EXT(pages, frags) ((uint32_t)(pages) | (uint32_t)(frags) << 16)
+_Static_assert(((size_t)1 << NBM_MAX_ORDER) <= 0xffffu && NBM_MOVE_BUDGET_MAX <= 0xffffu,
+               "an extent word's halves hold a block's pages and its moves");
 
 static unsigned order_for(size_t n)
 {
@@ -253,18 +257,26 @@ void nbm__medium_page_give(void *p, unsigned order)
     /* Relaxed: the block is ours alone until the cache's CAS publishes it. */
     nbm_store_u8_relaxed(page_byte(ar, p), (uint8_t)((class_of_order(order) + 1) | NBM_PAGE_FREED));
     /* A page's objects may have touched all of it. Moves into it as a
-     * medium block, if any, are forgotten (their budget is not given back:
-     * the word may be another block's from before). */
+     * medium block, if any, stay counted (the word was set when the block
+     * came from the back-end, as a medium block or as a page: see
+     * nbm__medium_page_new), so mapping it afresh when it is released
+     * gives their budget back: forgotten, the budget drained for good over
+     * blocks going medium -> page -> back-end (none left after budget / 4
+     * rounds of test_policy's `carry`, the mappings flat). */
     if (order >= NBM_MOVE_ORDER) {
-        nbm_store_u32_relaxed(extent_of(ar, p), EXT((uint32_t)1 << order, 0));
+        _Atomic uint32_t *ext = extent_of(ar, p);
+        nbm_store_u32_relaxed(ext, EXT((uint32_t)1 << order, EXT_FRAGS(nbm_load_u32_relaxed(ext))));
         nbm_store_u32_relaxed(moved_top_of(ar, p), (uint32_t)1 << order); /* not known: no source */
     }
     cache_put(p, class_of_order(order), true);
 }
 
-/* A page block of the order came from the back-end: counted in use. */
-void nbm__medium_page_new(unsigned order)
+/* A page block of the order came from the back-end: counted in use; its
+ * extent word (another block's from before) says no moves. */
+void nbm__medium_page_new(void *p, unsigned order)
 {
+    if (order >= NBM_MOVE_ORDER) /* relaxed: the block is ours alone */
+        nbm_store_u32_relaxed(extent_of(nbm__arena_of((uintptr_t)p), p), 0);
     nbm__decay_take(&policy[class_of_order(order)], NBM_PAGE << order, nbm__os_now_ns());
 }
 
@@ -442,15 +454,15 @@ void nbm__decay_sweep(bool all)
  * made, and the request faults in its memory instead. Each is counted in its
  * destination block's extent word; mapping the block afresh (heal: mmap
  * MAP_FIXED over it, when it is purged) merges it back into its neighbours
- * and gives its count back. A count lost (a block that became a page, a
- * saturated count) only lowers the budget. Above a block's moved_top (every
+ * and gives its count back. The count stays with the block through its
+ * use as a page, and cannot saturate (16 bits, the budget at most 16384):
+ * a count lost would lower the budget for good (one lost at every block
+ * going medium -> page -> back-end drained it to nothing). Above a block's moved_top (every
  * range moved into it lies below) the block is one mapping; below, a move
  * out makes one mapping per piece (Linux 6.17 and later; before, it fails),
  * so the pieces multiply (2,929 mappings after 1,000 replacements of
  * `large-blocks`): such moves are made only while the process has few
  * mappings (maps_check). */
-#define NBM_FRAGS_MAX   255u
-
 /* Moves outstanding, at most nbm__opt.move_budget (NBM_MOVE_BUDGET, 4096 by
  * default; read at start-up, before any move). */
 static _Atomic uint32_t moves_out;
@@ -543,9 +555,7 @@ bool nbm__medium_move(char *block, char *dst, void *src, size_t len, bool pieces
     nbm_arena_t *ar = nbm__arena_of((uintptr_t)block);
     if (!extends) {
         _Atomic uint32_t *ext = extent_of(ar, block);
-        uint32_t w = nbm_load_u32_relaxed(ext);
-        if (EXT_FRAGS(w) < NBM_FRAGS_MAX)
-            nbm_store_u32_relaxed(ext, w + EXT(0, 1));
+        nbm_store_u32_relaxed(ext, nbm_load_u32_relaxed(ext) + EXT(0, 1));
     }
     _Atomic uint32_t *mt = moved_top_of(ar, block);
     uint32_t end = (uint32_t)((size_t)(dst + len - block) >> NBM_PAGE_SHIFT);

@@ -156,10 +156,10 @@ void *nbm__spare_take(nbm_tcache_t *tc, unsigned order)
     return (void *)nbm__page_base(pg);
 }
 
-void nbm__spare_fresh(unsigned order)
+void nbm__spare_fresh(void *block, unsigned order)
 {
     if (order >= NBM_SHARED_ORDER)
-        nbm__medium_page_new(order);
+        nbm__medium_page_new(block, order);
 }
 
 void nbm__spares_trim(void)

@@ -19,6 +19,19 @@
  *   nbm_test_policy nocache  (run with NBM_MEDIUM_CACHE_MB=0 or
  *                             NBM_PURGE_DELAY_MS=0)
  *     a freed medium block is purged at once and nothing is cached.
+ *   nbm_test_policy carry    (run with NBM_MOVE_BUDGET=32 and
+ *                             NBM_PURGE_DELAY_MS=3600000)
+ *     a block's count of moves (medium.c) stays with it through its use as
+ *     a page: 24 rounds of a 256 KiB block new from the back-end, filled by
+ *     4 moves of a thread's spares, freed, taken by a page of 72 KiB objects,
+ *     emptied and purged (mapped afresh): every round moves its 64 pages and
+ *     the mappings stay flat (a forgotten count left nothing to move after
+ *     8 rounds: 32 units, 4 a round).
+ *   nbm_test_policy saturate (run with NBM_MOVE_BUDGET=300 and
+ *                             NBM_PURGE_DELAY_MS=3600000)
+ *     a block's count does not saturate: a 20 MiB block takes 300 moves of
+ *     spares (the budget stops it), is purged, and the next takes 300 again
+ *     (a count of 8 bits gave back 255).
  *   nbm_test_policy adopt    (run with NBM_PURGE_DELAY_MS=3600000)
  *     a heap abandoned a moment ago is left for adoption: the age test at
  *     the clock values that went wrong (an exit in an even nanosecond, a
@@ -743,6 +756,144 @@ static void test_budget(bool rss)
     nbm_purge();
 }
 
+/* --- carry: a block's count of moves kept through page use --------------- */
+
+/* In a thread of its own (its heap's spares are its own): `spares` empty
+ * pages of 64 KiB of 64-byte objects, every other page of a run kept by its
+ * objects (so no two spares follow each other in memory: each moves with a
+ * call of its own, one budget unit), then a medium block of `size` new from
+ * the back-end whose hole they fill. Returns (through the argument) the
+ * pages moved into it (resident before it is touched); the block is freed
+ * and goes, at the thread's exit, to the shared medium cache. */
+typedef struct {
+    size_t size, spares, moved;
+    void *block;
+    size_t failed; /* allocations that failed (checked by the caller: CHECK is not thread-safe) */
+} carry_arg_t;
+
+static void *carry_thread(void *v)
+{
+    carry_arg_t *a = v;
+    size_t n = (2 * a->spares + 2) * 1024;
+    char **o = malloc(n * sizeof *o);
+    if (!o) {
+        a->failed++;
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        a->failed += (o[i] = nbm_malloc(64)) == NULL;
+    /* The objects of every other 64 KiB page go (their pages are spares). */
+    for (size_t i = 0; i < n; i++)
+        if (o[i] && ((uintptr_t)o[i] >> 16) % 2 == 0) {
+            nbm_free(o[i]);
+            o[i] = NULL;
+        }
+    char *b = nbm_malloc(a->size);
+    a->failed += b == NULL;
+    a->block = b;
+    a->moved = b ? resident_pages(b, a->size) : 0;
+    if (b)
+        memset(b, 0x5a, a->size);
+    nbm_free(b);
+    for (size_t i = 0; i < n; i++)
+        nbm_free(o[i]);
+    free(o);
+    return NULL;
+}
+
+static size_t carry_round(size_t size, size_t spares, void **block)
+{
+    carry_arg_t a = { size, spares, 0, NULL, 0 };
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, carry_thread, &a);
+    if (rc == 0)
+        pthread_join(t, NULL);
+    CHECK(rc == 0);
+    CHECK_EQ(a.failed, 0);
+    *block = a.block;
+    return a.moved;
+}
+
+/* nbm_test_policy carry (NBM_MOVE_BUDGET=32, NBM_PURGE_DELAY_MS=3600000):
+ * round after round a block of 256 KiB is moved into (4 spares, 4 units),
+ * freed, taken by a page of 72 KiB objects (pages of 256 KiB: the shared
+ * medium cache), emptied and purged. Each round's moves are healed at the
+ * purge, so every round moves its 64 pages, and the mappings stay flat.
+ * (A page that forgot the block's count left its budget spent for good:
+ * from the 9th round on nothing moved.) */
+static void test_carry(void)
+{
+    if (!can_move()) {
+        printf("carry: skipped, the kernel has no MREMAP_DONTUNMAP (moves are off)\n");
+        return;
+    }
+    prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    const char *e = getenv("NBM_MOVE_BUDGET");
+    unsigned b = e ? (unsigned)strtoul(e, NULL, 10) : 0;
+    CHECK(b == 32);
+    size_t m0 = 0, worst = 0, total = 0;
+    int rounds = 24, paged = 0;
+    for (int r = 0; r < rounds; r++) {
+        void *blk;
+        size_t moved = carry_round(256 * 1024, 4, &blk);
+        total += moved;
+        /* The block, cached, becomes a page of the 72 KiB class. */
+        void *o[3];
+        bool in = false;
+        for (int i = 0; i < 3; i++) {
+            o[i] = nbm_malloc(72 * 1024);
+            CHECK(o[i] != NULL);
+            in |= (char *)o[i] >= (char *)blk && (char *)o[i] < (char *)blk + 256 * 1024;
+        }
+        paged += in;
+        for (int i = 0; i < 3; i++)
+            nbm_free(o[i]);
+        nbm_purge();
+        size_t m = maps_count();
+        if (r == 0)
+            m0 = m;
+        worst = m > worst ? m : worst;
+        if (r < 3 || r % 4 == 3)
+            printf("carry round %d: %zu pages moved, block %s a page, %zu mappings after nbm_purge\n", r, moved,
+                   in ? "became" : "did not become", m);
+        CHECK_EQ(moved, (size_t)64);
+    }
+    printf("carry: %zu pages moved in %d rounds (budget %u units, 4 a round), %d blocks became pages; mappings %zu .. %zu\n",
+           total, rounds, b, paged, m0, worst);
+    CHECK(paged >= rounds / 2); /* the path under test was taken */
+    CHECK(worst <= m0 + BUD_SLACK);
+}
+
+/* nbm_test_policy saturate (NBM_MOVE_BUDGET=300, NBM_PURGE_DELAY_MS=3600000):
+ * one block of 20 MiB takes 300 moves (320 spares, the budget stops it at
+ * 300), is freed and purged (mapped afresh): the budget comes back whole, so
+ * a second such block takes 300 again. (A count of 8 bits stopped at 255:
+ * 45 units lost a time, the second block took 255.) */
+static void test_saturate(void)
+{
+    if (!can_move()) {
+        printf("saturate: skipped, the kernel has no MREMAP_DONTUNMAP (moves are off)\n");
+        return;
+    }
+    prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    const char *e = getenv("NBM_MOVE_BUDGET");
+    unsigned b = e ? (unsigned)strtoul(e, NULL, 10) : 0;
+    CHECK(b == 300);
+    size_t m0 = 0; /* after the first round: a thread (and a sanitizer's bookkeeping) may map on its own */
+    for (int r = 0; r < 3; r++) {
+        void *blk;
+        size_t moved = carry_round(20 * MIB, 320, &blk);
+        nbm_purge();
+        size_t m = maps_count();
+        if (r == 0)
+            m0 = m;
+        printf("saturate round %d: %zu pages moved (%zu moves of 16 pages), %zu mappings after nbm_purge (%zu after the first)\n",
+               r, moved, moved / 16, m, m0);
+        CHECK_EQ(moved, (size_t)300 * 16);
+        CHECK(m <= m0 + BUD_SLACK);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -757,6 +908,10 @@ int main(int argc, char **argv)
         test_move_orders(rss);
     } else if (!strcmp(mode, "budget")) {
         test_budget(!(argc > 2 && !strcmp(argv[2], "--no-rss")));
+    } else if (!strcmp(mode, "carry")) {
+        test_carry();
+    } else if (!strcmp(mode, "saturate")) {
+        test_saturate();
     } else if (!strcmp(mode, "adopt")) {
         test_adopt();
     } else if (!strcmp(mode, "limit")) {
@@ -764,7 +919,7 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "nocache")) {
         test_nocache();
     } else {
-        fprintf(stderr, "usage: nbm_test_policy policy|nocache|limit|move|budget|adopt [--no-rss]\n");
+        fprintf(stderr, "usage: nbm_test_policy policy|nocache|limit|move|budget|carry|saturate|adopt [--no-rss]\n");
         return 2;
     }
     TEST_MAIN_END();
