@@ -720,22 +720,36 @@ static bool can_move(void)
     return q == a + 4096;
 }
 
-static void test_budget(bool rss)
+/* The start of a page-move test: moves must be possible (else the test says
+ * it is skipped), and transparent huge pages are off for this process (with
+ * them always on, writing one page of a source could make its whole 2 MiB
+ * resident: runs of one page are what the counts rely on). */
+static bool moves_start(const char *test)
+{
+    if (!can_move()) {
+        printf("%s: skipped, the kernel has no MREMAP_DONTUNMAP (moves are off)\n", test);
+        return false;
+    }
+    prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    return true;
+}
+
+/* NBM_MOVE_BUDGET as the test's ctest entry sets it (0 if unset). */
+static unsigned env_budget(void)
 {
     const char *e = getenv("NBM_MOVE_BUDGET");
-    budget = e ? (unsigned)strtoul(e, NULL, 10) : 0;
-    if (!e || budget < BUD_CALLS || budget > BUD_MAX) {
+    return e ? (unsigned)strtoul(e, NULL, 10) : 0;
+}
+
+static void test_budget(bool rss)
+{
+    budget = env_budget();
+    if (budget < BUD_CALLS || budget > BUD_MAX) {
         CHECK(!"NBM_MOVE_BUDGET set, from 16 to 1024");
         return;
     }
-    if (!can_move()) {
-        printf("budget: skipped, the kernel has no MREMAP_DONTUNMAP (moves are off)\n");
+    if (!moves_start("budget"))
         return;
-    }
-    /* With transparent huge pages always on, writing one page of the
-     * source could make its whole 2 MiB resident: runs of one page are what
-     * the counts rely on. */
-    prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
     bud_source();
     maps0 = maps_count();
     int n = bud_spend("spend", rss);
@@ -823,13 +837,9 @@ static size_t carry_round(size_t size, size_t spares, void **block)
  * from the 9th round on nothing moved.) */
 static void test_carry(void)
 {
-    if (!can_move()) {
-        printf("carry: skipped, the kernel has no MREMAP_DONTUNMAP (moves are off)\n");
+    if (!moves_start("carry"))
         return;
-    }
-    prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
-    const char *e = getenv("NBM_MOVE_BUDGET");
-    unsigned b = e ? (unsigned)strtoul(e, NULL, 10) : 0;
+    unsigned b = env_budget();
     CHECK(b == 32);
     size_t m0 = 0, worst = 0, total = 0;
     int rounds = 24, paged = 0;
@@ -871,13 +881,9 @@ static void test_carry(void)
  * 45 units lost a time, the second block took 255.) */
 static void test_saturate(void)
 {
-    if (!can_move()) {
-        printf("saturate: skipped, the kernel has no MREMAP_DONTUNMAP (moves are off)\n");
+    if (!moves_start("saturate"))
         return;
-    }
-    prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
-    const char *e = getenv("NBM_MOVE_BUDGET");
-    unsigned b = e ? (unsigned)strtoul(e, NULL, 10) : 0;
+    unsigned b = env_budget();
     CHECK(b == 300);
     size_t m0 = 0; /* after the first round: a thread (and a sanitizer's bookkeeping) may map on its own */
     for (int r = 0; r < 3; r++) {
