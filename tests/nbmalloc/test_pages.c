@@ -481,6 +481,15 @@ static bool edge_fill_to_second_page(char **v, int *n)
     return true;
 }
 
+/* The end of every page-edge test: its objects freed (NULL entries are
+ * taken ones already freed) and the heap purged for the next test. */
+static void edge_release(char **v, int n)
+{
+    for (int i = 0; i < n; i++)
+        nbm_free(v[i]);
+    nbm_purge();
+}
+
 /* The owner's frees go onto the thread's list whatever their page while
  * the list has room (lim, 16 objects of 4 KiB, after a refill, plus the
  * refill's objects malloc took since: at most 32 here); with no room they
@@ -572,9 +581,7 @@ static void test_owner_edges(void)
     CHECK(got);
     CHECK_EQ(fresh, 0);
 out:
-    for (int i = 0; i < n; i++)
-        nbm_free(v[i]);
-    nbm_purge();
+    edge_release(v, n);
 }
 
 /* The thread's list takes a free of any page: once the bin has moved on
@@ -595,9 +602,7 @@ static void test_list_any_page(void)
     CHECK(y == x);
     nbm_free(y);
 out:
-    for (int i = 0; i < n; i++)
-        nbm_free(v[i]);
-    nbm_purge();
+    edge_release(v, n);
 }
 
 /* A list whose class goes idle goes back at the heartbeat (every 4096
@@ -629,9 +634,7 @@ static void test_idle_list(void)
     nbm_get_stats(&after);
     CHECK_EQ(after.chunks + 1, before.chunks);
 out:
-    for (int i = 0; i < n; i++)
-        nbm_free(v[i]);
-    nbm_purge();
+    edge_release(v, n);
 }
 
 /* The page a switch leaves (used up, full) joins the avail list at once,
@@ -695,9 +698,7 @@ static void test_switch_order(void)
     CHECK(z == xc);
     v[n++] = z;
 out:
-    for (int i = 0; i < n; i++)
-        nbm_free(v[i]);
-    nbm_purge();
+    edge_release(v, n);
 }
 
 /* --- page colour ----------------------------------------------------------- */
