@@ -333,13 +333,13 @@ void nbm__bins_age(nbm_tcache_t *tc)
         nbm_bin_t *bin = &tc->bins[c];
         nbm_binx_t *x = &tc->binx[c];
         void **h = bin->head;
-        if (h && h == x->rmark) {
+        if (h && h == x->head_mark) {
             bin->head = NULL;
             bin->room = (int32_t)bin->lim;
             send(tc, bin, h);
             h = NULL;
         }
-        x->rmark = h;
+        x->head_mark = h;
     }
 }
 
@@ -350,7 +350,7 @@ static void bins_send(nbm_tcache_t *tc)
 {
     for (unsigned c = 0; c < NBM_NCLASSES; c++) {
         nbm_bin_t *bin = &tc->bins[c];
-        tc->binx[c].rmark = NULL;
+        tc->binx[c].head_mark = NULL;
         void **l = bin->head;
         bin->head = NULL;
         if (l)
@@ -366,7 +366,7 @@ static void retire_current(nbm_tcache_t *tc, nbm_bin_t *bin)
 {
     nbm_page_t *pg = bin->page;
     clear_current(bin);
-    binx_of(tc, bin)->rmark = NULL;
+    binx_of(tc, bin)->head_mark = NULL;
     void **l = bin->head;
     bin->head = NULL;
     if (l)

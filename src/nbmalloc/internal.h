@@ -262,7 +262,7 @@ typedef struct nbm_binx {
     struct nbm_page *pages; /* every page the heap owns in this class */
     uint32_t npages;      /* pages on `pages` */
     uint32_t fresh;       /* pages taken since the last sweep of `pages` */
-    void    *rmark;       /* the bin's head at the last heartbeat (nbm__bins_age) */
+    void    *head_mark;       /* the bin's head at the last heartbeat (nbm__bins_age) */
 } nbm_binx_t;
 
 /* Every NBM_HEARTBEAT-th malloc on the fast path (a countdown there: a
