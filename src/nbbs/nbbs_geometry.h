@@ -27,8 +27,12 @@
  * trees shared one line and two threads ran 4x slower than one.
  *
  * Every function takes lpw as an argument: the algorithm passes its
- * compile-time constant, so row arithmetic folds into shifts on the hot path;
- * validation and the explorer pass b->lpw.
+ * compile-time constant, so the TREE case folds away on the hot path;
+ * validation and the explorer pass b->lpw. Where a level's nodes are is read
+ * from b->level[r] (nbbs_level_t, filled by nbbs_init from the row tables):
+ * row = (max_order - r) / lpw, three row-table loads, the tree's first word
+ * and the slot arithmetic cost ~25 of alloc-rnd's ~40 M scan instructions
+ * when recomputed at every lookup.
  */
 #ifndef NBBS_GEOMETRY_H
 #define NBBS_GEOMETRY_H
@@ -53,39 +57,31 @@ typedef struct nbbs_pos {
     bool     whole; /* the node's slots fill the whole word */
 } nbbs_pos_t;
 
-/* nbbs__pos from level r's table entry lv (b->level[r]), which a scan keeps
- * in a local for its whole call (the atomic loads between its steps would
- * make the compiler load it from b again each time). */
-static inline nbbs_pos_t nbbs__pos_at(nbbs_level_t lv, uint64_t gp, unsigned lpw)
+static inline nbbs_pos_t nbbs__pos(const nbbs_t *b, unsigned r, uint64_t gp, unsigned lpw)
 {
+    const nbbs_level_t *lv = &b->level[r];
     nbbs_pos_t p;
     if (lpw == 1) {
         /* TREE: a row is one level and a word one slot (cpw 0, depth 0), so
          * only the level's offset and gap are used: the climbs call this
          * once per level. */
-        p.word = lv.off + gp + (gp >> lv.tpw) * lv.gap, p.shift = 0, p.depth = 0, p.width = SLOT_BITS,
+        p.word = lv->off + gp + (gp >> lv->tpw) * lv->gap, p.shift = 0, p.depth = 0, p.width = SLOT_BITS,
         p.whole = true;
-        NBBS_ASSERT(lv.cpw == 0 && lv.depth == 0);
-        return p;
+        NBBS_ASSERT(lv->cpw == 0 && lv->depth == 0);
+    } else {
+        /* Its first slot is slot i << depth of its row inside its tree (i
+         * its position inside the tree); a word holds 2^cpw nodes of this
+         * level, each width bits. */
+        uint64_t q = gp >> lv->cpw;
+        p.depth = lv->depth;
+        p.width = lv->width;
+        p.word = lv->off + q + (q >> lv->tpw) * lv->gap;
+        p.shift = lv->width * (unsigned)(gp & ((UINT64_C(1) << lv->cpw) - 1));
+        p.whole = lv->cpw == 0;
+        NBBS_ASSERT(p.depth < lpw && p.width == SLOT_BITS << p.depth);
     }
-    /* Its first slot is slot i << depth of its row inside its tree (i its
-     * position inside the tree); a word holds 2^cpw nodes of this level,
-     * each width bits. */
-    uint64_t q = gp >> lv.cpw;
-    p.depth = lv.depth;
-    p.width = lv.width;
-    p.word = lv.off + q + (q >> lv.tpw) * lv.gap;
-    p.shift = lv.width * (unsigned)(gp & ((UINT64_C(1) << lv.cpw) - 1));
-    p.whole = lv.cpw == 0;
-    NBBS_ASSERT(p.depth < lpw && p.width == SLOT_BITS << p.depth);
-    return p;
-}
-
-static inline nbbs_pos_t nbbs__pos(const nbbs_t *b, unsigned r, uint64_t gp, unsigned lpw)
-{
-    nbbs_pos_t p = nbbs__pos_at(b->level[r], gp, lpw);
     /* The row arithmetic it replaces. */
-    NBBS_ASSERT(p.word == (gp >> r) * b->tree_words + b->level[r].off +
+    NBBS_ASSERT(p.word == (gp >> r) * b->tree_words + lv->off +
                               (((gp - ((gp >> r) << r)) << p.depth) >> b->row_spw_log[nbbs__row(b, r, lpw)]));
     return p;
 }
