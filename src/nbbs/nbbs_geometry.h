@@ -65,9 +65,9 @@ static inline nbbs_pos_t nbbs__pos(const nbbs_t *b, unsigned r, uint64_t gp, uns
         /* TREE: a row is one level and a word one slot (cpw 0, depth 0), so
          * only the level's offset and gap are used: the climbs call this
          * once per level. */
-        p.word = lv->off + gp + (gp >> lv->tpw) * lv->gap, p.shift = 0, p.depth = 0, p.width = SLOT_BITS,
-        p.whole = true;
-        NBBS_ASSERT(lv->cpw == 0 && lv->depth == 0);
+        p.word = lv->off + gp + (gp >> r) * lv->gap; /* tpw = r: no load for it */
+        p.shift = 0, p.depth = 0, p.width = SLOT_BITS, p.whole = true;
+        NBBS_ASSERT(lv->cpw == 0 && lv->depth == 0 && lv->tpw == r);
     } else {
         /* Its first slot is slot i << depth of its row inside its tree (i
          * its position inside the tree); a word holds 2^cpw nodes of this
@@ -75,7 +75,7 @@ static inline nbbs_pos_t nbbs__pos(const nbbs_t *b, unsigned r, uint64_t gp, uns
         uint64_t q = gp >> lv->cpw;
         p.depth = lv->depth;
         p.width = lv->width;
-        p.word = lv->off + q + (q >> lv->tpw) * lv->gap;
+        p.word = lv->off + q + (q >> lv->tpw) * lv->gap; /* q >> tpw = gp >> r: its tree */
         p.shift = lv->width * (unsigned)(gp & ((UINT64_C(1) << lv->cpw) - 1));
         p.whole = lv->cpw == 0;
         NBBS_ASSERT(p.depth < lpw && p.width == SLOT_BITS << p.depth);

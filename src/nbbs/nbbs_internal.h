@@ -77,9 +77,10 @@ _Static_assert(NBBS_HINT_STRIDE * 8 == 64 && (NBBS_HINTS & (NBBS_HINTS - 1)) == 
 /* Where the nodes of one level are stored (nbbs__pos, nbbs__up in
  * nbbs_geometry.h), computed once by nbbs_init from the row tables so that a
  * lookup is a few loads of one entry and shifts, not row arithmetic: node gp
- * of level r is in word q + (q >> tpw) * gap + off, q = gp >> cpw (the
- * level's words counted across the trees, 2^tpw of them per tree, gap the
- * rest of a tree's block between one tree's and the next one's). */
+ * of level r is in word off + q + (q >> tpw) * gap, q = gp >> cpw (the
+ * level's words counted across the trees, 2^tpw of them per tree, so
+ * q >> tpw = gp >> r is the node's tree; gap is the rest of a tree's block,
+ * between one tree's words of the level and the next one's). */
 typedef struct nbbs_level {
     uint64_t off;   /* first word of the level's row inside a tree's block (row_off) */
     uint64_t gap;   /* tree_words - 2^tpw */
