@@ -65,7 +65,7 @@ static inline nbbs_pos_t nbbs__pos(const nbbs_t *b, unsigned r, uint64_t gp, uns
         /* TREE: a row is one level and a word one slot (cpw 0, depth 0), so
          * only the level's offset and gap are used: the climbs call this
          * once per level. */
-        p.word = lv->off + gp + (gp >> r) * lv->gap; /* tpw = r: no load for it */
+        p.word = lv->off + gp + (gp >> lv->tpw) * lv->gap; /* tpw = r */
         p.shift = 0, p.depth = 0, p.width = SLOT_BITS, p.whole = true;
         NBBS_ASSERT(lv->cpw == 0 && lv->depth == 0 && lv->tpw == r);
     } else {
