@@ -27,8 +27,12 @@
  * trees shared one line and two threads ran 4x slower than one.
  *
  * Every function takes lpw as an argument: the algorithm passes its
- * compile-time constant, so row arithmetic folds into shifts on the hot path;
- * validation and the explorer pass b->lpw.
+ * compile-time constant, so the TREE case folds away on the hot path;
+ * validation and the explorer pass b->lpw. Where a level's nodes are is read
+ * from b->level[r] (nbbs_level_t, filled by nbbs_init from the row tables):
+ * row = (max_order - r) / lpw, three row-table loads, the tree's first word
+ * and the slot arithmetic cost ~25 of alloc-rnd's ~40 M scan instructions
+ * when recomputed at every lookup.
  */
 #ifndef NBBS_GEOMETRY_H
 #define NBBS_GEOMETRY_H
@@ -49,30 +53,36 @@ typedef struct nbbs_pos {
     uint64_t word;
     unsigned shift;
     unsigned depth;
+    unsigned width; /* the node's bits: SLOT_BITS << depth */
     bool     whole; /* the node's slots fill the whole word */
 } nbbs_pos_t;
 
 static inline nbbs_pos_t nbbs__pos(const nbbs_t *b, unsigned r, uint64_t gp, unsigned lpw)
 {
-    unsigned k = nbbs__row(b, r, lpw);
-    if (lpw == 1) {
-        /* TREE: a row is one level and a word one slot (row_bottom[k] = r,
-         * row_spw_log[k] = 0, nbbs_init), so only the row's offset is
-         * looked up: the climbs call this once per level. */
-        uint64_t t = gp >> r;
-        nbbs_pos_t p = { t * b->tree_words + b->row_off[k] + (gp - (t << r)), 0, 0, true };
-        NBBS_ASSERT(b->row_bottom[k] == r && b->row_spw_log[k] == 0);
-        return p;
-    }
-    unsigned sl = b->row_spw_log[k];          /* log2(slots per word) */
+    const nbbs_level_t *lv = &b->level[r];
     nbbs_pos_t p;
-    p.depth = b->row_bottom[k] - r;
-    uint64_t t = gp >> r;                     /* its tree */
-    uint64_t first = (gp - (t << r)) << p.depth; /* its first slot's position inside the tree */
-    p.word = t * b->tree_words + b->row_off[k] + (first >> sl);
-    p.shift = SLOT_BITS * (unsigned)(first & ((UINT64_C(1) << sl) - 1));
-    p.whole = p.depth == sl;
-    NBBS_ASSERT(p.depth < lpw && p.depth <= sl);
+    if (lpw == 1) {
+        /* TREE: a row is one level and a word one slot (cpw 0, depth 0), so
+         * only the level's offset and gap are used: the climbs call this
+         * once per level. */
+        p.word = lv->off + gp + (gp >> lv->tpw) * lv->gap; /* tpw = r */
+        p.shift = 0, p.depth = 0, p.width = SLOT_BITS, p.whole = true;
+        NBBS_ASSERT(lv->cpw == 0 && lv->depth == 0 && lv->tpw == r);
+    } else {
+        /* Its first slot is slot i << depth of its row inside its tree (i
+         * its position inside the tree); a word holds 2^cpw nodes of this
+         * level, each width bits. */
+        uint64_t q = gp >> lv->cpw;
+        p.depth = lv->depth;
+        p.width = lv->width;
+        p.word = lv->off + q + (q >> lv->tpw) * lv->gap; /* q >> tpw = gp >> r: its tree */
+        p.shift = lv->width * (unsigned)(gp & ((UINT64_C(1) << lv->cpw) - 1));
+        p.whole = lv->cpw == 0;
+        NBBS_ASSERT(p.depth < lpw && p.width == SLOT_BITS << p.depth);
+    }
+    /* The row arithmetic it replaces. */
+    NBBS_ASSERT(p.word == (gp >> r) * b->tree_words + lv->off +
+                              (((gp - ((gp >> r) << r)) << p.depth) >> b->row_spw_log[nbbs__row(b, r, lpw)]));
     return p;
 }
 
@@ -81,9 +91,9 @@ static inline nbbs_pos_t nbbs__pos(const nbbs_t *b, unsigned r, uint64_t gp, uns
  * the climb came from. Returns false at a tree root. */
 static inline bool nbbs__up(const nbbs_t *b, unsigned *r, uint64_t *gp, unsigned *side, unsigned lpw)
 {
-    /* TREE: every level is a row's top (row_top[k] = r), no table load. */
-    unsigned r0 = lpw == 1 ? *r : b->row_top[nbbs__row(b, *r, lpw)];
-    NBBS_ASSERT(lpw != 1 || b->row_top[nbbs__row(b, *r, lpw)] == *r);
+    /* TREE: every level is a row's top (level[r].top = r), no table load. */
+    unsigned r0 = lpw == 1 ? *r : b->level[*r].top;
+    NBBS_ASSERT(b->level[*r].top == b->row_top[nbbs__row(b, *r, lpw)] && (lpw != 1 || b->level[*r].top == *r));
     if (r0 == 0)
         return false;
     uint64_t top = *gp >> (*r - r0);

@@ -59,7 +59,7 @@ bool nbbs__geometry(size_t arena_size, const nbbs_config_t *cfg, nbbs_geom_t *g)
     g->hole_bytes = ALIGN_UP((size_t)((g->ngroups + 63) / 64) * sizeof(uint64_t), NBBS_META_ALIGN);
     g->stray_bytes = ALIGN_UP((size_t)(((g->nleaves >> NBBS_CARVE_ORDER) + 63) / 64) * sizeof(uint64_t),
                               NBBS_META_ALIGN);
-    g->meta_size = ALIGN_UP(sizeof(struct nbbs), NBBS_META_ALIGN) + g->hint_bytes + g->hole_bytes + g->stray_bytes +
+    g->meta_size = NBBS_HEADER_BYTES(g->max_order) + g->hint_bytes + g->hole_bytes + g->stray_bytes +
                    ALIGN_UP(g->tree_bytes, NBBS_META_ALIGN) + ALIGN_UP(g->index_bytes, 8);
     return true;
 }
@@ -127,8 +127,18 @@ nbbs_t *nbbs_init(void *meta, size_t meta_size, void *base, size_t arena_size,
         off += (UINT64_C(1) << rb) >> sl;
     }
     b->tree_words = off;
+    for (unsigned r = 0; r <= g.max_order; r++) {
+        unsigned k = (g.max_order - r) / g.lpw, depth = b->row_bottom[k] - r;
+        b->level[r].off = b->row_off[k];
+        b->level[r].cpw = (uint8_t)(b->row_spw_log[k] - depth);
+        b->level[r].tpw = (uint8_t)(r - b->level[r].cpw);
+        b->level[r].gap = off - (UINT64_C(1) << b->level[r].tpw);
+        b->level[r].depth = (uint8_t)depth;
+        b->level[r].width = (uint8_t)(SLOT_BITS << depth);
+        b->level[r].top = b->row_top[k];
+    }
 
-    char *p = (char *)meta + ALIGN_UP(sizeof(struct nbbs), NBBS_META_ALIGN);
+    char *p = (char *)meta + NBBS_HEADER_BYTES(g.max_order);
     b->hints = (NBBS_ATOMIC(uint64_t) *)p;
     b->hint_mask = g.nhints - 1;
     for (unsigned i = 0; i < g.nhints; i++) /* spread the start points (every order's) */

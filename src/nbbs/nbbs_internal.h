@@ -74,6 +74,23 @@ _Static_assert(NBBS_HINT_STRIDE * 8 == 64 && (NBBS_HINTS & (NBBS_HINTS - 1)) == 
 #define NBBS_MAGIC UINT64_C(0x6e6262732d763100) /* "nbbs-v1" */
 #define NBBS_MAX_ROWS (NBBS_MAX_ORDER + 1)
 
+/* Where the nodes of one level are stored (nbbs__pos, nbbs__up in
+ * nbbs_geometry.h), computed once by nbbs_init from the row tables so that a
+ * lookup is a few loads of one entry and shifts, not row arithmetic: node gp
+ * of level r is in word off + q + (q >> tpw) * gap, q = gp >> cpw (the
+ * level's words counted across the trees, 2^tpw of them per tree, so
+ * q >> tpw = gp >> r is the node's tree; gap is the rest of a tree's block,
+ * between one tree's words of the level and the next one's). */
+typedef struct nbbs_level {
+    uint64_t off;   /* first word of the level's row inside a tree's block (row_off) */
+    uint64_t gap;   /* tree_words - 2^tpw */
+    uint8_t  cpw;   /* log2(nodes of this level per word): row_spw_log - depth */
+    uint8_t  tpw;   /* log2(words of this level per tree): level - cpw */
+    uint8_t  depth; /* row_bottom - level: a node has 2^depth slots */
+    uint8_t  width; /* SLOT_BITS << depth: a node's bits in its word */
+    uint8_t  top;   /* row_top of the level's row (where a climb leaves the row) */
+} nbbs_level_t;
+
 struct nbbs {
     uint64_t  magic;
     NBBS_ATOMIC(uint64_t) caches; /* attached frame caches: a push-only list (nbbs_cache.c) */
@@ -106,7 +123,12 @@ struct nbbs {
                                    * frames that no cache's stack or ring names (nbbs_carve.h, stray_mark) */
     void                  *words; /* NBBS_ATOMIC(uint8_t)[] (TREE) or (uint64_t)[] (BUNCH) */
     NBBS_ATOMIC(uint8_t)  *index; /* per leaf: order + 1 of the live block starting there, or 0 */
+    nbbs_level_t level[];         /* per level 0..max_order: derived from the rows (nbbs_init) */
 };
+
+/* The instance's header in its metadata: the struct and its level table. */
+#define NBBS_HEADER_BYTES(max_order) \
+    ALIGN_UP(sizeof(struct nbbs) + ((size_t)(max_order) + 1) * sizeof(nbbs_level_t), NBBS_META_ALIGN)
 
 /* Geometry of a configuration, computed without touching memory. */
 typedef struct nbbs_geom {
