@@ -121,6 +121,7 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
             if (NBM_LIKELY(nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc)) {
                 o[0] = pg->free;
                 pg->free = o;
+                bin->over++; /* the list too short for this heap's own run: the next refill may grow lim */
                 /* Both edges in one word (nbm_page_t.uw): off the avail
                  * list, the word is NBM_PAGE_OFF + used, negative as 16
                  * bits after the decrement (used >= 1: the object was in

@@ -75,12 +75,46 @@ static void abandoned_decay(nbm_tcache_t *tc);
 #ifndef NBM_LIST_BYTES
 #define NBM_LIST_BYTES 8192u
 #endif
+#ifndef NBM_LIST_MAX0
+#define NBM_LIST_MAX0 256u
+#endif
 static uint32_t bin_lim(unsigned cls)
 {
     if (cls >= NBM_NSMALL)
         return 0;
     uint32_t n = NBM_LIST_BYTES / nbm__classes[cls].size;
-    return n < 16 ? 16 : n > 256 ? 256 : n;
+    return n < 16 ? 16 : n > NBM_LIST_MAX0 ? NBM_LIST_MAX0 : n;
+}
+
+/* How far a bin's lim may grow (refilled): 64 KiB of the class, at most
+ * 4,096 objects, never below bin_lim. lim doubles at a refill when frees
+ * of this heap's own objects found the list full since the last one (a
+ * run of frees longer than lim, then as many mallocs: thread-test's
+ * rounds), so that the next run stays on the list, not on the page path.
+ * Only this heap's objects count: a bin whose overflows are other heaps'
+ * (remote-free, prodcons consumers) keeps lim, and holds no more of their
+ * pages. The heartbeat takes it back (nbm__bins_age). */
+#ifndef NBM_LIST_MAX_BYTES
+#define NBM_LIST_MAX_BYTES 65536u
+#endif
+#define NBM_LIST_MAX 4096u
+static uint32_t bin_lmax(unsigned cls)
+{
+    if (cls >= NBM_NSMALL)
+        return 0;
+    uint32_t n = NBM_LIST_MAX_BYTES / nbm__classes[cls].size, l = bin_lim(cls);
+    n = n > NBM_LIST_MAX ? NBM_LIST_MAX : n;
+    return n < l ? l : n;
+}
+
+/* lim back to its floor and the counts cleared (the list is empty, or
+ * the caller gives it back). */
+static void bin_reset(nbm_bin_t *bin)
+{
+    bin->lim = bin->lim0;
+    bin->room = (int32_t)bin->lim;
+    bin->over = 0;
+    bin->quiet = 0;
 }
 
 /* Without the key (pthread_key_create failed) no thread gets a heap: every
@@ -130,8 +164,9 @@ nbm_tcache_t *nbm__tcache_get(void)
         bin->mask = nbm__classes[c].chunk_mask;
         bin->inv = nbm__classes[c].inv;
         bin->shift = nbm__classes[c].shift;
-        bin->lim = bin_lim(c);
-        bin->room = (int32_t)bin->lim;
+        bin->lim0 = (uint16_t)bin_lim(c);
+        bin->lmax = (uint16_t)bin_lmax(c);
+        bin_reset(bin);
     }
     /* An adopted heap is used as its thread left it (or as a collection
      * left it): its current pages and their lists serve at once, and frees
@@ -319,6 +354,52 @@ void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, void **o)
     bin_trim(tc, bin);
 }
 
+/* A grown list's bottom that the thread no longer reaches: over
+ * NBM_LIST_QUIET heartbeats with no refill (the list never ran empty),
+ * the room sampled at each moved by less than lim / 4, so the list's depth
+ * swung by about that much while its lim allowed four times more. lim
+ * halves (still twice the swing), and the list keeps its newest lim
+ * objects; the older go to their pages. A per-pop low-water mark
+ * (tcmalloc's) would tell it exactly, at a compare and a store on
+ * malloc's fast path; samples of room cost nothing there. A run of frees
+ * and mallocs of the same length each interval (thread-test's rounds, when
+ * the list holds them all) swings by the run: no shrink. */
+#define NBM_LIST_QUIET 8
+static void bin_shrink(nbm_tcache_t *tc, nbm_bin_t *bin)
+{
+    uint32_t lim = bin->lim / 2;
+    bin->lim = lim < bin->lim0 ? bin->lim0 : lim;
+    void **o = bin->head, **last = NULL;
+    uint32_t n = 0;
+    for (; n < bin->lim && o; n++) {
+        last = o;
+        o = o[0];
+    }
+    bin->room = (int32_t)(bin->lim - n);
+    if (!o)
+        return;
+    if (last)
+        last[0] = NULL;
+    else
+        bin->head = NULL;
+    send(tc, bin, o);
+}
+
+/* The heartbeat's look at a grown bin's room (bin_shrink). */
+static void bin_sample(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_binx_t *x)
+{
+    int32_t r = bin->room;
+    if (bin->quiet == 0 || r < x->room_lo)
+        x->room_lo = r;
+    if (bin->quiet == 0 || r > x->room_hi)
+        x->room_hi = r;
+    if (++bin->quiet < NBM_LIST_QUIET)
+        return;
+    bin->quiet = 0;
+    if ((uint32_t)(x->room_hi - x->room_lo) < bin->lim / 4)
+        bin_shrink(tc, bin);
+}
+
 /* The heartbeat: a list whose head is the one of the last heartbeat (a
  * whole interval of 4096 mallocs with no push or pop of the class, or as
  * many of each) is idle, and goes to its pages whole, so the pages of a
@@ -335,9 +416,12 @@ void nbm__bins_age(nbm_tcache_t *tc)
         void **h = bin->head;
         if (h && h == x->head_mark) {
             bin->head = NULL;
-            bin->room = (int32_t)bin->lim;
+            bin_reset(bin);
             send(tc, bin, h);
             h = NULL;
+        } else if (bin->lim > bin->lim0) {
+            bin_sample(tc, bin, x);
+            h = bin->head;
         }
         x->head_mark = h;
     }
@@ -353,6 +437,8 @@ static void bins_send(nbm_tcache_t *tc)
         tc->binx[c].head_mark = NULL;
         void **l = bin->head;
         bin->head = NULL;
+        if (c < NBM_NSMALL)
+            bin_reset(bin);
         if (l)
             send(tc, bin, l);
     }
@@ -403,6 +489,8 @@ static bool collect_heap(nbm_tcache_t *tc, bool spares)
     for (unsigned c = 0; c < NBM_NCLASSES; c++) {
         nbm_bin_t *bin = &tc->bins[c];
         retire_current(tc, bin);
+        if (c < NBM_NSMALL)
+            bin_reset(bin); /* its list went back whole */
         released += nbm__sweep_bin(tc, bin);
     }
     return (spares && nbm__spares_release(tc)) || released != 0;
@@ -554,6 +642,12 @@ static inline bool switch_page(nbm_bin_t *bin)
  * count up). */
 static inline void refilled(nbm_bin_t *bin)
 {
+    if (NBM_UNLIKELY(bin->over != 0)) {
+        uint32_t lim = bin->lim * 2;
+        bin->lim = lim < bin->lmax ? lim : bin->lmax;
+        bin->over = 0;
+    }
+    bin->quiet = 0;
     bin->room = (int32_t)bin->lim;
 }
 

@@ -236,11 +236,18 @@ typedef struct nbm_bin {
     struct nbm_page *page;  /* current page, NULL = none */
     struct nbm_page *avail; /* non-current pages with free objects, and pages a switch left */
     int32_t  room;          /* frees the list may still take (net of mallocs) */
-    uint32_t lim;           /* set when a thread takes the heap (heap.c: bin_lim) */
+    uint32_t lim;           /* the list's bound, lim0 .. lmax (heap.c: bin_lim, refilled) */
     /* Copies of the class's chunk_mask, inv and shift (nbm_class_t), set
      * when a thread takes the heap: free's checks read them in this line,
      * which it touches anyway, with no class record to address. */
     uint32_t mask, inv, shift;
+    /* The adaptive bound (heap.c: refilled, nbm__bins_age): frees of this
+     * heap's objects that found no room and went to a non-current page
+     * since the last refill (free's fast path counts them); heartbeats
+     * since the last refill; lim's floor and ceiling. */
+    uint32_t over;
+    uint16_t quiet;
+    uint16_t lim0, lmax;
 } nbm_bin_t;
 _Static_assert(sizeof(nbm_bin_t) == NBM_CACHE_LINE, "a bin is one cache line");
 
@@ -263,6 +270,7 @@ typedef struct nbm_binx {
     uint32_t npages;      /* pages on `pages` */
     uint32_t fresh;       /* pages taken since the last sweep of `pages` */
     void    *head_mark;       /* the bin's head at the last heartbeat (nbm__bins_age) */
+    int32_t  room_lo, room_hi; /* a grown bin's room at the heartbeats since its window began (nbm__bins_age) */
 } nbm_binx_t;
 
 /* Every NBM_HEARTBEAT-th malloc on the fast path (a countdown there: a
