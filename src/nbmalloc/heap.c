@@ -364,7 +364,9 @@ void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, void **o)
  * malloc's fast path; samples of room cost nothing there. A run of frees
  * and mallocs of the same length each interval (thread-test's rounds, when
  * the list holds them all) swings by the run: no shrink. */
+#ifndef NBM_LIST_QUIET
 #define NBM_LIST_QUIET 8
+#endif
 static void bin_shrink(nbm_tcache_t *tc, nbm_bin_t *bin)
 {
     uint32_t lim = bin->lim / 2;
