@@ -71,7 +71,9 @@ static void abandoned_decay(nbm_tcache_t *tc);
  * RSS 12.2 MiB, 6.1 at 8 KiB, mimalloc 7.0; CPU a pair unchanged at one
  * thread: leak, larson; docs/nbmalloc.md). A smaller list only for bins
  * that overflowed on another heap's object held too much: the lists of a
- * thread that mallocs as much as it frees rarely overflow. */
+ * thread that mallocs as much as it frees rarely overflow. This is the
+ * floor (lim0): a bin whose own objects overflow the list grows its lim
+ * (bin_lmax). */
 #ifndef NBM_LIST_BYTES
 #define NBM_LIST_BYTES 8192u
 #endif
@@ -351,6 +353,11 @@ void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, void **o)
 {
     o[0] = bin->head;
     bin->head = o;
+    /* A grown list that fills up with other heaps' objects goes back to
+     * its floor: it holds more than lim0 of them only until they overflow
+     * it (their pages are ones their owners can neither empty nor serve). */
+    bin->lim = bin->lim0;
+    bin->over = 0;
     bin_trim(tc, bin);
 }
 

@@ -218,8 +218,9 @@ static inline void nbm__page_set_used(nbm_page_t *pg, uint32_t n)
  * counts as in use on its page, so popping it changes nothing there and a
  * page with an object on any thread's list cannot empty. Each free onto
  * the list counts `room` down and each malloc up (a refill sets it to lim:
- * 8 KiB of the class, 16 to 256 objects; 0 in a large class, whose frees
- * so go to their pages at once, large.c). With no room, a free goes to its
+ * from 8 KiB of the class, 16 to 256 objects, it doubles up to 64 KiB
+ * while this heap's own frees overflow the list between refills, heap.c;
+ * 0 in a large class, whose frees so go to their pages at once, large.c). With no room, a free goes to its
  * page if the page is this heap's (counted, with the page's edges: it
  * joins the avail list, or it empties and leaves the class), as the free
  * of a non-current page did before; another heap's object goes onto the

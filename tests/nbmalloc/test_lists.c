@@ -17,7 +17,9 @@
  *   idle: the grown list, then the class unused while another is: the
  *     list goes back whole, lim at its floor;
  *   purge: the grown list, then nbm_thread_flush and nbm_purge: the list
- *     goes back whole, lim at its floor.
+ *     goes back whole, lim at its floor;
+ *   foreign: the grown list, then another thread's objects freed past its
+ *     room: lim back at its floor, the list trimmed to a quarter of it.
  */
 #define _GNU_SOURCE /* pthread_barrier_t */
 #include <pthread.h>
@@ -185,6 +187,33 @@ static void test_remote(void)
     }
 }
 
+#define FN 20000
+static void *foreign[FN];
+
+static void *allocator(void *arg)
+{
+    (void)arg;
+    for (size_t k = 0; k < FN; k++)
+        if (!(foreign[k] = nbm_malloc(16)))
+            abort();
+    return NULL;
+}
+
+static void test_foreign(void)
+{
+    grown();
+    pthread_t t;
+    if (pthread_create(&t, NULL, allocator, NULL) != 0)
+        abort();
+    pthread_join(t, NULL);
+    for (size_t k = 0; k < FN; k++)
+        nbm_free(foreign[k]);
+    nbm_bin_t *bin = bin_of(16);
+    CHECK_EQ(bin->lim, bin->lim0);
+    CHECK(list_len(bin) <= bin->lim0);
+    nbm_thread_flush();
+}
+
 int main(void)
 {
     nbm_free(nbm_malloc(16)); /* this thread's heap */
@@ -192,6 +221,7 @@ int main(void)
     test_shrink();
     test_idle();
     test_purge();
+    test_foreign();
     test_remote();
     TEST_MAIN_END();
 }
