@@ -218,7 +218,7 @@ static inline void nbm__page_set_used(nbm_page_t *pg, uint32_t n)
  * counts as in use on its page, so popping it changes nothing there and a
  * page with an object on any thread's list cannot empty. Each free onto
  * the list counts `room` down and each malloc up (a refill sets it to lim:
- * from 8 KiB of the class, 16 to 256 objects, it doubles up to 64 KiB
+ * from 8 KiB of the class, 16 to 256 objects, it grows up to 64 KiB
  * while this heap's own frees overflow the list between refills, heap.c;
  * 0 in a large class, whose frees so go to their pages at once, large.c). With no room, a free goes to its
  * page if the page is this heap's (counted, with the page's edges: it
