@@ -220,11 +220,12 @@ static inline void nbm__page_set_used(nbm_page_t *pg, uint32_t n)
  * the list counts `room` down and each malloc up (a refill sets it to lim:
  * from 8 KiB of the class, 16 to 256 objects, it grows up to 64 KiB
  * while this heap's own frees overflow the list between refills, heap.c;
- * 0 in a large class, whose frees so go to their pages at once, large.c). With no room, a free goes to its
- * page if the page is this heap's (counted, with the page's edges: it
- * joins the avail list, or it empties and leaves the class), as the free
- * of a non-current page did before; another heap's object goes onto the
- * list, which is trimmed: the newest lim / 4 stay, the others go to their
+ * 0 in a large class, whose frees so go to their pages at once,
+ * large.c). With no room, a free goes to its page if the page is this
+ * heap's (counted, with the page's edges: it joins the avail list, or it
+ * empties and leaves the class), as the free of a non-current page did
+ * before; another heap's object goes onto the list, which is trimmed
+ * (and lim falls back to its floor): the newest lim / 4 stay, the others go to their
  * pages, other heaps' to their remote lists grouped by page (remote.c). So
  * a run of frees walks no list, and frees handed to another thread
  * (prodcons) cross back in batches. With no room, the current page's
@@ -244,8 +245,9 @@ typedef struct nbm_bin {
     uint32_t mask, inv, shift;
     /* The adaptive bound (heap.c: refilled, nbm__bins_age): frees of this
      * heap's objects that found no room and went to a non-current page
-     * since the last refill (free's fast path counts them); heartbeats
-     * since the last refill; lim's floor and ceiling. */
+     * since the last refill (free's fast path counts them); heartbeats in
+     * a grown bin's current window of room samples (a refill starts it
+     * again: bin_sample); lim's floor and ceiling. */
     uint32_t over;
     uint16_t quiet;
     uint16_t lim0, lmax;
