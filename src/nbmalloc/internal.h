@@ -683,6 +683,7 @@ NBM_HIDDEN bool  nbm__recover(void);                  /* after ENOMEM: true if a
 /* The heartbeat's look at every bin: a list whose head is the last
  * heartbeat's goes back whole (heap.c). */
 NBM_HIDDEN void  nbm__bins_age(nbm_tcache_t *tc);
+NBM_HIDDEN void  nbm__bins_shed(nbm_tcache_t *tc); /* the grown lists back whole (alloc.c: before a medium block faults) */
 
 /* --- spare pages (spare.c): a heap's empty pages, kept for its next pages ------- */
 /* An empty page (unmade, unit words kept) to the spares; a page of

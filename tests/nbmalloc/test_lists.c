@@ -19,7 +19,10 @@
  *   purge: the grown list, then nbm_thread_flush and nbm_purge: the list
  *     goes back whole, lim at its floor;
  *   foreign: the grown list, then another thread's objects freed past its
- *     room: lim back at its floor, the list trimmed to a quarter of it.
+ *     room: lim back at its floor, the list trimmed to a quarter of it;
+ *   shed: the grown list, then a medium block new from the back-end (it
+ *     would fault in its memory): the list goes back whole first, lim at
+ *     its floor.
  */
 #define _GNU_SOURCE /* pthread_barrier_t */
 #include <pthread.h>
@@ -214,6 +217,16 @@ static void test_foreign(void)
     nbm_thread_flush();
 }
 
+static void test_shed(void)
+{
+    grown();
+    void *p = nbm_malloc((size_t)4 << 20);
+    CHECK(p != NULL);
+    CHECK_EQ(bin_of(16)->lim, bin_of(16)->lim0);
+    CHECK_EQ(list_len(bin_of(16)), 0);
+    nbm_free(p);
+}
+
 int main(void)
 {
     nbm_free(nbm_malloc(16)); /* this thread's heap */
@@ -222,6 +235,7 @@ int main(void)
     test_idle();
     test_purge();
     test_foreign();
+    test_shed();
     test_remote();
     TEST_MAIN_END();
 }
