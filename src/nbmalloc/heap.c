@@ -46,7 +46,7 @@
 #include "fast.h"
 
 #define NBM_TCACHE_MAX   ((uint32_t)1 << 16) /* threads alive at once */
-#define NBM_TCACHE_SHIFT 4                   /* 16 records (about 44 KiB) a chunk */
+#define NBM_TCACHE_SHIFT 4                   /* 16 records (about 93 KiB) a chunk */
 
 _Thread_local nbm_tcache_t *nbm__tc NBM_TLS;
 static _Thread_local int tstate NBM_TLS;
@@ -399,17 +399,17 @@ static void bin_shrink(nbm_tcache_t *tc, nbm_bin_t *bin)
 }
 
 /* The heartbeat's look at a grown bin's room (bin_shrink). */
-static void bin_sample(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_binx_t *x)
+static void bin_sample(nbm_tcache_t *tc, nbm_bin_t *bin)
 {
     int32_t r = bin->room;
-    if (bin->quiet == 0 || r < x->room_lo)
-        x->room_lo = r;
-    if (bin->quiet == 0 || r > x->room_hi)
-        x->room_hi = r;
+    if (bin->quiet == 0 || r < bin->room_lo)
+        bin->room_lo = r;
+    if (bin->quiet == 0 || r > bin->room_hi)
+        bin->room_hi = r;
     if (++bin->quiet < NBM_LIST_QUIET)
         return;
     bin->quiet = 0;
-    if ((uint32_t)(x->room_hi - x->room_lo) < bin->lim / 4)
+    if ((uint32_t)(bin->room_hi - bin->room_lo) < bin->lim / 4)
         bin_shrink(tc, bin);
 }
 
@@ -433,7 +433,7 @@ void nbm__bins_age(nbm_tcache_t *tc)
             send(tc, bin, h);
             h = NULL;
         } else if (bin->lim > bin->lim0) {
-            bin_sample(tc, bin, x);
+            bin_sample(tc, bin);
             h = bin->head;
         }
         x->head_mark = h;

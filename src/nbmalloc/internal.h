@@ -247,10 +247,12 @@ typedef struct nbm_bin {
      * heap's objects that found no room and went to a non-current page
      * since the last refill (free's fast path counts them); heartbeats in
      * a grown bin's current window of room samples (a refill starts it
-     * again: bin_sample); lim's floor and ceiling. */
+     * again: bin_sample); lim's floor and ceiling; the samples' span. The
+     * heartbeat reads them in the line it reads for the list's head. */
     uint32_t over;
     uint16_t quiet;
     uint16_t lim0, lmax;
+    int32_t  room_lo, room_hi; /* a grown bin's room at the heartbeats of the window (bin_sample) */
 } nbm_bin_t;
 _Static_assert(sizeof(nbm_bin_t) == NBM_CACHE_LINE, "a bin is one cache line");
 
@@ -273,7 +275,6 @@ typedef struct nbm_binx {
     uint32_t npages;      /* pages on `pages` */
     uint32_t fresh;       /* pages taken since the last sweep of `pages` */
     void    *head_mark;       /* the bin's head at the last heartbeat (nbm__bins_age) */
-    int32_t  room_lo, room_hi; /* a grown bin's room at the heartbeats since its window began (nbm__bins_age) */
 } nbm_binx_t;
 
 /* Every NBM_HEARTBEAT-th malloc on the fast path (a countdown there: a
