@@ -170,8 +170,10 @@ nbm_tcache_t *nbm__tcache_get(void)
         bin->mask = nbm__classes[c].chunk_mask;
         bin->inv = nbm__classes[c].inv;
         bin->shift = nbm__classes[c].shift;
-        bin->lim0 = (uint16_t)bin_lim(c);
-        bin->lmax = (uint16_t)bin_lmax(c);
+        if (c < NBM_NSMALL && bin->lim0 == 0) { /* a fresh record (an adopted one keeps them) */
+            bin->lim0 = (uint16_t)bin_lim(c);
+            bin->lmax = (uint16_t)bin_lmax(c);
+        }
         bin_reset(bin);
     }
     /* An adopted heap is used as its thread left it (or as a collection
@@ -474,9 +476,7 @@ static void bins_send(nbm_tcache_t *tc)
         nbm_bin_t *bin = &tc->bins[c];
         tc->binx[c].head_mark = NULL;
         void **l = bin->head;
-        bin->head = NULL;
-        if (c < NBM_NSMALL)
-            bin_reset(bin);
+        bin->head = NULL; /* lim: reset by collect_heap before a flush, by the adopter after an exit */
         if (l)
             send(tc, bin, l);
     }

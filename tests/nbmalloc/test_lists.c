@@ -22,7 +22,9 @@
  *     room: lim back at its floor, the list trimmed to a quarter of it;
  *   shed: the grown list, then a medium block new from the back-end (it
  *     would fault in its memory): the list goes back whole first, lim at
- *     its floor.
+ *     its floor;
+ *   adopt: a thread's grown list, the thread exits, the next thread adopts
+ *     its heap: lim at its floor, the list empty.
  */
 #define _GNU_SOURCE /* pthread_barrier_t */
 #include <pthread.h>
@@ -227,6 +229,48 @@ static void test_shed(void)
     nbm_free(p);
 }
 
+static nbm_tcache_t *grown_tc;
+static uint32_t grown_lim, adopted_lim, adopted_lim0;
+static size_t adopted_len;
+static nbm_tcache_t *adopted_tc;
+
+static void *grower(void *arg)
+{
+    (void)arg;
+    uint32_t over;
+    rounds(ROUNDS, &over);
+    grown_tc = nbm__tc;
+    grown_lim = bin_of(16)->lim;
+    return NULL;
+}
+
+static void *adopter(void *arg)
+{
+    (void)arg;
+    nbm_free(nbm_malloc(200)); /* takes a heap: the exited one, first on the stack */
+    adopted_tc = nbm__tc;
+    adopted_lim = bin_of(16)->lim;
+    adopted_lim0 = bin_of(16)->lim0;
+    adopted_len = list_len(bin_of(16));
+    return NULL;
+}
+
+static void test_adopt(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, grower, NULL) != 0)
+        abort();
+    pthread_join(t, NULL);
+    if (pthread_create(&t, NULL, adopter, NULL) != 0)
+        abort();
+    pthread_join(t, NULL);
+    CHECK_EQ(grown_lim, 4096);
+    CHECK(adopted_tc == grown_tc);
+    CHECK_EQ(adopted_lim0, 256);
+    CHECK_EQ(adopted_lim, adopted_lim0);
+    CHECK_EQ(adopted_len, 0);
+}
+
 int main(void)
 {
     nbm_free(nbm_malloc(16)); /* this thread's heap */
@@ -236,6 +280,7 @@ int main(void)
     test_purge();
     test_foreign();
     test_shed();
+    test_adopt();
     test_remote();
     TEST_MAIN_END();
 }
