@@ -20,7 +20,10 @@ static void *medium(size_t n, size_t align, bool *fresh)
         p = nbm__medium_alloc(n, align, fresh, tc = nbm__tcache_get(), &hole);
     if (p && hole.len) {
         /* Resident free memory first, before the request faults in new:
-         * the heap's empty pages, then cached medium blocks. */
+         * the heap's empty pages (with those its grown lists held), then
+         * cached medium blocks. */
+        if (tc)
+            nbm__bins_shed(tc);
         size_t got = tc ? nbm__spares_fill(tc, p, hole.off, hole.len) : 0;
         if (hole.len - got >= NBM_MOVE_CACHED_MIN)
             got += nbm__medium_fill(p, hole.off + got, hole.len - got);

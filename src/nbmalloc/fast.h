@@ -106,7 +106,8 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
              * 4 % CPU a pair); a page of this heap gets the object on its
              * own list, here, in the page record's line (inlined: 20
              * instructions against 27 through a call; a run of frees,
-             * thread-test's, comes here after lim). Relaxed:
+             * thread-test's, comes here after lim, and counts in
+             * bin->over, so the next refill grows lim: heap.c). Relaxed:
              * only this thread makes a page ours (or stops it being ours);
              * another heap's value is never ours. The edges go to
              * nbm__page_refreed: the page is off the bin's avail list, or
@@ -121,6 +122,7 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
             if (NBM_LIKELY(nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc)) {
                 o[0] = pg->free;
                 pg->free = o;
+                bin->over++;
                 /* Both edges in one word (nbm_page_t.uw): off the avail
                  * list, the word is NBM_PAGE_OFF + used, negative as 16
                  * bits after the decrement (used >= 1: the object was in

@@ -46,7 +46,7 @@
 #include "fast.h"
 
 #define NBM_TCACHE_MAX   ((uint32_t)1 << 16) /* threads alive at once */
-#define NBM_TCACHE_SHIFT 4                   /* 16 records (about 44 KiB) a chunk */
+#define NBM_TCACHE_SHIFT 4                   /* 16 records (about 93 KiB) a chunk */
 
 _Thread_local nbm_tcache_t *nbm__tc NBM_TLS;
 static _Thread_local int tstate NBM_TLS;
@@ -71,16 +71,56 @@ static void abandoned_decay(nbm_tcache_t *tc);
  * RSS 12.2 MiB, 6.1 at 8 KiB, mimalloc 7.0; CPU a pair unchanged at one
  * thread: leak, larson; docs/nbmalloc.md). A smaller list only for bins
  * that overflowed on another heap's object held too much: the lists of a
- * thread that mallocs as much as it frees rarely overflow. */
+ * thread that mallocs as much as it frees rarely overflow. This is the
+ * floor (lim0): a bin whose own objects overflow the list grows its lim
+ * (bin_lmax). */
 #ifndef NBM_LIST_BYTES
 #define NBM_LIST_BYTES 8192u
+#endif
+#ifndef NBM_LIST_MAX0
+#define NBM_LIST_MAX0 256u
 #endif
 static uint32_t bin_lim(unsigned cls)
 {
     if (cls >= NBM_NSMALL)
         return 0;
     uint32_t n = NBM_LIST_BYTES / nbm__classes[cls].size;
-    return n < 16 ? 16 : n > 256 ? 256 : n;
+    return n < 16 ? 16 : n > NBM_LIST_MAX0 ? NBM_LIST_MAX0 : n;
+}
+
+/* How far a bin's lim may grow (refilled): 64 KiB of the class, at most
+ * 4,096 objects, never below bin_lim. lim grows at a refill when frees
+ * of this heap's own objects found the list full since the last one (a
+ * run of frees longer than lim, then as many mallocs: thread-test's
+ * rounds), by as many as overflowed and at least by lim (so a run that
+ * fits in lmax fits at the next round: doubling alone took 5 rounds to
+ * reach 4,096 and up to 17 for every free of a 10,000-object round to stay
+ * on the list, against 2 this way), so that the next run stays on the
+ * list, not on the page path.
+ * Only this heap's objects count: a bin whose overflows are other heaps'
+ * (remote-free, prodcons consumers) keeps lim, and holds no more of their
+ * pages. The heartbeat takes it back (nbm__bins_age). */
+#ifndef NBM_LIST_MAX_BYTES
+#define NBM_LIST_MAX_BYTES 65536u
+#endif
+#define NBM_LIST_MAX 4096u
+static uint32_t bin_lmax(unsigned cls)
+{
+    if (cls >= NBM_NSMALL)
+        return 0;
+    uint32_t n = NBM_LIST_MAX_BYTES / nbm__classes[cls].size, l = bin_lim(cls);
+    n = n > NBM_LIST_MAX ? NBM_LIST_MAX : n;
+    return n < l ? l : n;
+}
+
+/* lim back to its floor and the counts cleared (the list is empty, or
+ * the caller gives it back). */
+static void bin_reset(nbm_bin_t *bin)
+{
+    bin->lim = bin->lim0;
+    bin->room = (int32_t)bin->lim;
+    bin->over = 0;
+    bin->quiet = 0;
 }
 
 /* Without the key (pthread_key_create failed) no thread gets a heap: every
@@ -130,8 +170,11 @@ nbm_tcache_t *nbm__tcache_get(void)
         bin->mask = nbm__classes[c].chunk_mask;
         bin->inv = nbm__classes[c].inv;
         bin->shift = nbm__classes[c].shift;
-        bin->lim = bin_lim(c);
-        bin->room = (int32_t)bin->lim;
+        if (c < NBM_NSMALL && bin->lim0 == 0) { /* a fresh record (an adopted one keeps them) */
+            bin->lim0 = (uint16_t)bin_lim(c);
+            bin->lmax = (uint16_t)bin_lmax(c);
+        }
+        bin_reset(bin);
     }
     /* An adopted heap is used as its thread left it (or as a collection
      * left it): its current pages and their lists serve at once, and frees
@@ -316,7 +359,60 @@ void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, void **o)
 {
     o[0] = bin->head;
     bin->head = o;
+    /* A grown list that fills up with other heaps' objects goes back to
+     * its floor: it holds more than lim0 of them only until they overflow
+     * it (their pages are ones their owners can neither empty nor serve). */
+    bin->lim = bin->lim0;
+    bin->over = 0;
     bin_trim(tc, bin);
+}
+
+/* A grown list's bottom that the thread no longer reaches: over
+ * NBM_LIST_QUIET heartbeats with no refill (the list never ran empty),
+ * the room sampled at each moved by less than lim / 4, so the list's depth
+ * swung by about that much while its lim allowed four times more. lim
+ * halves (still twice the swing), and the list keeps its newest lim
+ * objects; the older go to their pages. A per-pop low-water mark
+ * (tcmalloc's) would tell it exactly, at a compare and a store on
+ * malloc's fast path; samples of room cost nothing there. A run of frees
+ * and mallocs of the same length each interval (thread-test's rounds, when
+ * the list holds them all) swings by the run: no shrink. */
+#ifndef NBM_LIST_QUIET
+#define NBM_LIST_QUIET 8
+#endif
+static void bin_shrink(nbm_tcache_t *tc, nbm_bin_t *bin)
+{
+    uint32_t lim = bin->lim / 2;
+    bin->lim = lim < bin->lim0 ? bin->lim0 : lim;
+    void **o = bin->head, **last = NULL;
+    uint32_t n = 0;
+    for (; n < bin->lim && o; n++) {
+        last = o;
+        o = o[0];
+    }
+    bin->room = (int32_t)(bin->lim - n);
+    if (!o)
+        return;
+    if (last)
+        last[0] = NULL;
+    else
+        bin->head = NULL;
+    send(tc, bin, o);
+}
+
+/* The heartbeat's look at a grown bin's room (bin_shrink). */
+static void bin_sample(nbm_tcache_t *tc, nbm_bin_t *bin)
+{
+    int32_t r = bin->room;
+    if (bin->quiet == 0 || r < bin->room_lo)
+        bin->room_lo = r;
+    if (bin->quiet == 0 || r > bin->room_hi)
+        bin->room_hi = r;
+    if (++bin->quiet < NBM_LIST_QUIET)
+        return;
+    bin->quiet = 0;
+    if ((uint32_t)(bin->room_hi - bin->room_lo) < bin->lim / 4)
+        bin_shrink(tc, bin);
 }
 
 /* The heartbeat: a list whose head is the one of the last heartbeat (a
@@ -335,11 +431,39 @@ void nbm__bins_age(nbm_tcache_t *tc)
         void **h = bin->head;
         if (h && h == x->head_mark) {
             bin->head = NULL;
-            bin->room = (int32_t)bin->lim;
+            bin_reset(bin);
             send(tc, bin, h);
             h = NULL;
+        } else if (bin->lim > bin->lim0) {
+            bin_sample(tc, bin);
+            h = bin->head;
         }
         x->head_mark = h;
+    }
+}
+
+/* A medium block is about to fault in new memory (alloc.c): the lists that
+ * grew go back whole first, so the pages only their objects kept in use
+ * can empty, become spares and give the block their memory. A grown list
+ * that went idle holds up to lmax objects (and the refill's), which may
+ * lie on as many pages, until the heartbeat sends it two intervals later:
+ * 3 rounds of a million 64-byte objects freed in random order, then 256
+ * MiB of 256 KiB blocks, peaked at 330 MB without this, 280 with it (main
+ * 311, whose 8 KiB list, with the refill's objects, pins pages the same
+ * way; mimalloc 280). Only grown lists: a medium block's fault is no sign
+ * that an 8 KiB list is idle. */
+void nbm__bins_shed(nbm_tcache_t *tc)
+{
+    for (unsigned c = 0; c < NBM_NSMALL; c++) {
+        nbm_bin_t *bin = &tc->bins[c];
+        if (bin->lim <= bin->lim0)
+            continue;
+        void **l = bin->head;
+        bin->head = NULL;
+        tc->binx[c].head_mark = NULL;
+        bin_reset(bin);
+        if (l)
+            send(tc, bin, l);
     }
 }
 
@@ -352,7 +476,7 @@ static void bins_send(nbm_tcache_t *tc)
         nbm_bin_t *bin = &tc->bins[c];
         tc->binx[c].head_mark = NULL;
         void **l = bin->head;
-        bin->head = NULL;
+        bin->head = NULL; /* lim: reset by collect_heap before a flush, by the adopter after an exit */
         if (l)
             send(tc, bin, l);
     }
@@ -403,6 +527,8 @@ static bool collect_heap(nbm_tcache_t *tc, bool spares)
     for (unsigned c = 0; c < NBM_NCLASSES; c++) {
         nbm_bin_t *bin = &tc->bins[c];
         retire_current(tc, bin);
+        if (c < NBM_NSMALL)
+            bin_reset(bin); /* its list went back whole */
         released += nbm__sweep_bin(tc, bin);
     }
     return (spares && nbm__spares_release(tc)) || released != 0;
@@ -554,6 +680,12 @@ static inline bool switch_page(nbm_bin_t *bin)
  * count up). */
 static inline void refilled(nbm_bin_t *bin)
 {
+    if (NBM_UNLIKELY(bin->over != 0)) {
+        uint32_t lim = bin->lim + (bin->over > bin->lim ? bin->over : bin->lim);
+        bin->lim = lim < bin->lmax ? lim : bin->lmax;
+        bin->over = 0;
+    }
+    bin->quiet = 0;
     bin->room = (int32_t)bin->lim;
 }
 

@@ -218,12 +218,14 @@ static inline void nbm__page_set_used(nbm_page_t *pg, uint32_t n)
  * counts as in use on its page, so popping it changes nothing there and a
  * page with an object on any thread's list cannot empty. Each free onto
  * the list counts `room` down and each malloc up (a refill sets it to lim:
- * 8 KiB of the class, 16 to 256 objects; 0 in a large class, whose frees
- * so go to their pages at once, large.c). With no room, a free goes to its
- * page if the page is this heap's (counted, with the page's edges: it
- * joins the avail list, or it empties and leaves the class), as the free
- * of a non-current page did before; another heap's object goes onto the
- * list, which is trimmed: the newest lim / 4 stay, the others go to their
+ * from 8 KiB of the class, 16 to 256 objects, it grows up to 64 KiB
+ * while this heap's own frees overflow the list between refills, heap.c;
+ * 0 in a large class, whose frees so go to their pages at once,
+ * large.c). With no room, a free goes to its page if the page is this
+ * heap's (counted, with the page's edges: it joins the avail list, or it
+ * empties and leaves the class), as the free of a non-current page did
+ * before; another heap's object goes onto the list, which is trimmed
+ * (and lim falls back to its floor): the newest lim / 4 stay, the others go to their
  * pages, other heaps' to their remote lists grouped by page (remote.c). So
  * a run of frees walks no list, and frees handed to another thread
  * (prodcons) cross back in batches. With no room, the current page's
@@ -236,11 +238,21 @@ typedef struct nbm_bin {
     struct nbm_page *page;  /* current page, NULL = none */
     struct nbm_page *avail; /* non-current pages with free objects, and pages a switch left */
     int32_t  room;          /* frees the list may still take (net of mallocs) */
-    uint32_t lim;           /* set when a thread takes the heap (heap.c: bin_lim) */
+    uint32_t lim;           /* the list's bound, lim0 .. lmax (heap.c: bin_lim, refilled) */
     /* Copies of the class's chunk_mask, inv and shift (nbm_class_t), set
      * when a thread takes the heap: free's checks read them in this line,
      * which it touches anyway, with no class record to address. */
     uint32_t mask, inv, shift;
+    /* The adaptive bound (heap.c: refilled, nbm__bins_age): frees of this
+     * heap's objects that found no room and went to a non-current page
+     * since the last refill (free's fast path counts them); heartbeats in
+     * a grown bin's current window of room samples (a refill starts it
+     * again: bin_sample); lim's floor and ceiling; the samples' span. The
+     * heartbeat reads them in the line it reads for the list's head. */
+    uint32_t over;
+    uint16_t quiet;
+    uint16_t lim0, lmax;
+    int32_t  room_lo, room_hi; /* a grown bin's room at the heartbeats of the window (bin_sample) */
 } nbm_bin_t;
 _Static_assert(sizeof(nbm_bin_t) == NBM_CACHE_LINE, "a bin is one cache line");
 
@@ -672,6 +684,7 @@ NBM_HIDDEN bool  nbm__recover(void);                  /* after ENOMEM: true if a
 /* The heartbeat's look at every bin: a list whose head is the last
  * heartbeat's goes back whole (heap.c). */
 NBM_HIDDEN void  nbm__bins_age(nbm_tcache_t *tc);
+NBM_HIDDEN void  nbm__bins_shed(nbm_tcache_t *tc); /* the grown lists back whole (alloc.c: before a medium block faults) */
 
 /* --- spare pages (spare.c): a heap's empty pages, kept for its next pages ------- */
 /* An empty page (unmade, unit words kept) to the spares; a page of
