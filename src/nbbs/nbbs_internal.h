@@ -232,13 +232,26 @@ static inline uint64_t nbbs__leaf_of(const nbbs_t *b, const void *p)
  * bit before it looks. In the single total order of these seq_cst
  * operations, either the free's load comes after the clear and sets the bit
  * again, or its release came before the scan's look, which then sees it. */
-static inline void nbbs__hole_mark(const nbbs_t *b, uint64_t leaf)
+typedef struct nbbs_hole {
+    NBBS_ATOMIC(uint64_t) *w; /* the bitmap word of leaf's group */
+    uint64_t               bit;
+} nbbs_hole_t;
+
+static inline nbbs_hole_t nbbs__hole_of(const nbbs_t *b, uint64_t leaf)
 {
     uint64_t g = leaf >> b->group_order;
-    NBBS_ATOMIC(uint64_t) *w = &b->holes[g >> 6];
-    uint64_t bit = UINT64_C(1) << (g & 63);
-    if (!(nb_hole_load(w) & bit))
-        nb_hole_or(w, bit);
+    return (nbbs_hole_t){ &b->holes[g >> 6], UINT64_C(1) << (g & 63) };
+}
+
+static inline void nbbs__hole_set(nbbs_hole_t h)
+{
+    if (!(nb_hole_load(h.w) & h.bit))
+        nb_hole_or(h.w, h.bit);
+}
+
+static inline void nbbs__hole_mark(const nbbs_t *b, uint64_t leaf)
+{
+    nbbs__hole_set(nbbs__hole_of(b, leaf));
 }
 
 /* A block smaller than a group was taken at the first leaf of its group,
