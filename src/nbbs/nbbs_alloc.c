@@ -10,8 +10,9 @@ void *nbbs_alloc_order(nbbs_t *b, unsigned order)
 {
     if (!b || order > b->max_order)
         return NULL;
-    void *p = nbbs__tree_or_bunch_alloc(b, order);
-    return p ? p : nbbs__reclaim(b, order); /* frames held by caches count as free */
+    /* Frames held by caches count as free: FN(alloc) that finds none
+     * reclaims them (nbbs__reclaim). */
+    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order, true) : nbbs__tree_alloc(b, order, true);
 }
 
 void *nbbs_alloc(nbbs_t *b, size_t size)
@@ -20,8 +21,7 @@ void *nbbs_alloc(nbbs_t *b, size_t size)
         return NULL;
     uint64_t units = ((uint64_t)size + b->min_block - 1) >> b->min_shift;
     unsigned order = units <= 1 ? 0 : 64u - (unsigned)__builtin_clzll(units - 1);
-    void *p = nbbs__tree_or_bunch_alloc(b, order);
-    return p ? p : nbbs__reclaim(b, order);
+    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order, true) : nbbs__tree_alloc(b, order, true);
 }
 
 /* The named node's try-allocate (FN(take): the claim and the climb that the

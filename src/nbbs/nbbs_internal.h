@@ -142,19 +142,22 @@ typedef struct nbbs_geom {
 bool nbbs__geometry(size_t arena_size, const nbbs_config_t *cfg, nbbs_geom_t *g);
 
 /* Layout-specific halves, generated from nbbs_core.inc. */
-void *nbbs__tree_alloc(nbbs_t *b, unsigned order);
+void *nbbs__tree_alloc(nbbs_t *b, unsigned order, bool reclaim);
 void  nbbs__tree_release(const nbbs_t *b, unsigned r, uint64_t gp);
 bool  nbbs__tree_take(const nbbs_t *b, unsigned r, uint64_t gp);
-void *nbbs__bunch_alloc(nbbs_t *b, unsigned order);
+void *nbbs__bunch_alloc(nbbs_t *b, unsigned order, bool reclaim);
 void  nbbs__bunch_release(const nbbs_t *b, unsigned r, uint64_t gp);
 bool  nbbs__bunch_take(const nbbs_t *b, unsigned r, uint64_t gp);
 
 static inline bool nbbs__is_bunch(const nbbs_t *b) { return b->lpw == 4; }
 
-/* The tree's own allocation, without the reclaim from frame caches. */
+/* The tree's own allocation, without the reclaim from frame caches. (With
+ * reclaim, FN(alloc) that finds no block returns nbbs__reclaim's result:
+ * nbbs_alloc_order then ends in a jump to it, with nothing of its own to
+ * keep across the call.) */
 static inline void *nbbs__tree_or_bunch_alloc(nbbs_t *b, unsigned order)
 {
-    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order) : nbbs__tree_alloc(b, order);
+    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order, false) : nbbs__tree_alloc(b, order, false);
 }
 
 /* Under pressure (the tree found no block of order): take a block of that
