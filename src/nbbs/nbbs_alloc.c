@@ -10,8 +10,9 @@ void *nbbs_alloc_order(nbbs_t *b, unsigned order)
 {
     if (!b || order > b->max_order)
         return NULL;
-    void *p = nbbs__tree_or_bunch_alloc(b, order);
-    return p ? p : nbbs__reclaim(b, order); /* frames held by caches count as free */
+    /* Frames held by caches count as free: FN(alloc) that finds none
+     * reclaims them (nbbs__reclaim). */
+    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order, true) : nbbs__tree_alloc(b, order, true);
 }
 
 void *nbbs_alloc(nbbs_t *b, size_t size)
@@ -20,8 +21,7 @@ void *nbbs_alloc(nbbs_t *b, size_t size)
         return NULL;
     uint64_t units = ((uint64_t)size + b->min_block - 1) >> b->min_shift;
     unsigned order = units <= 1 ? 0 : 64u - (unsigned)__builtin_clzll(units - 1);
-    void *p = nbbs__tree_or_bunch_alloc(b, order);
-    return p ? p : nbbs__reclaim(b, order);
+    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order, true) : nbbs__tree_alloc(b, order, true);
 }
 
 /* The named node's try-allocate (FN(take): the claim and the climb that the
@@ -46,6 +46,34 @@ int nbbs_alloc_at(nbbs_t *b, void *addr, unsigned order)
     return 0;
 }
 
+/* A free once the block's index entry is taken (0): the hint, the tree's
+ * release, the hole bit. Inlined into nbbs_free (its own call cost the free
+ * ~10 instructions); nbbs__free_leaf is the same for a frame cache's drain. */
+static inline __attribute__((__always_inline__)) void free_leaf(nbbs_t *b, uint64_t leaf, unsigned order)
+{
+    unsigned r = b->max_order - order;
+    NBBS_ATOMIC(uint64_t) *hint = nbbs__hint_order(b, order); /* the next allocation here starts at this block */
+    bool front = nb_hint_load(hint) == leaf;
+    if (!front)
+        nb_hint_store(hint, leaf);
+    /* A hole in a group: placement fills those first. Not the block at this
+     * context's own fill point (its hint already names it: the block it
+     * allocated last, freed again, as in LLFree's repeat): the context's
+     * next allocation of this order takes it back at once, and marking it
+     * sent other contexts' visits into the group this context is working
+     * in, so both then shared one bitmap word (docs/design.md, "Hole
+     * visits and a context's own front"). The bit is named before the
+     * release, so only its word and bit stay live across that call; it is
+     * loaded and set after the release (nbbs__hole_mark). */
+    nbbs_hole_t h = order < b->group_order && !front ? nbbs__hole_of(b, leaf) : (nbbs_hole_t){ NULL, 0 };
+    if (nbbs__is_bunch(b))
+        nbbs__bunch_release(b, r, leaf >> order);
+    else
+        nbbs__tree_release(b, r, leaf >> order);
+    if (h.w)
+        nbbs__hole_set(h);
+}
+
 /* The index entry is taken with a CAS before the tree is touched, so of two
  * frees of one block exactly one proceeds, and a stale, foreign or interior
  * pointer, or a block a frame cache holds, is rejected without any write. */
@@ -63,7 +91,7 @@ int nbbs_free(nbbs_t *b, void *p)
         return nbbs__carved_free(b, leaf, v); /* a frame of a block a cache carved */
     if (v == 0 || (v & NBBS_IDX_CACHED) || !nb_cas_u8(&b->index[leaf], &v, 0))
         return NBBS_EINVAL; /* not live, in a cache, or a concurrent free won */
-    nbbs__free_leaf(b, leaf, v - 1u);
+    free_leaf(b, leaf, v - 1u);
     return 0;
 }
 
@@ -71,24 +99,7 @@ int nbbs_free(nbbs_t *b, void *p)
  * frame cache's drain, which takes a cached block's entry straight to 0. */
 void nbbs__free_leaf(nbbs_t *b, uint64_t leaf, unsigned order)
 {
-    unsigned r = b->max_order - order;
-    NBBS_ATOMIC(uint64_t) *hint = nbbs__hint_order(b, order); /* the next allocation here starts at this block */
-    bool front = nb_hint_load(hint) == leaf;
-    if (!front)
-        nb_hint_store(hint, leaf);
-    if (nbbs__is_bunch(b))
-        nbbs__bunch_release(b, r, leaf >> order);
-    else
-        nbbs__tree_release(b, r, leaf >> order);
-    /* A hole in a group: placement fills those first. Not the block at this
-     * context's own fill point (its hint already names it: the block it
-     * allocated last, freed again, as in LLFree's repeat): the context's
-     * next allocation of this order takes it back at once, and marking it
-     * sent other contexts' visits into the group this context is working
-     * in, so both then shared one bitmap word (docs/design.md, "Hole
-     * visits and a context's own front"). */
-    if (order < b->group_order && !front)
-        nbbs__hole_mark(b, leaf);
+    free_leaf(b, leaf, order);
 }
 
 size_t nbbs_block_size(const nbbs_t *b, const void *p)

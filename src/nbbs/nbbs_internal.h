@@ -142,19 +142,22 @@ typedef struct nbbs_geom {
 bool nbbs__geometry(size_t arena_size, const nbbs_config_t *cfg, nbbs_geom_t *g);
 
 /* Layout-specific halves, generated from nbbs_core.inc. */
-void *nbbs__tree_alloc(nbbs_t *b, unsigned order);
+void *nbbs__tree_alloc(nbbs_t *b, unsigned order, bool reclaim);
 void  nbbs__tree_release(const nbbs_t *b, unsigned r, uint64_t gp);
 bool  nbbs__tree_take(const nbbs_t *b, unsigned r, uint64_t gp);
-void *nbbs__bunch_alloc(nbbs_t *b, unsigned order);
+void *nbbs__bunch_alloc(nbbs_t *b, unsigned order, bool reclaim);
 void  nbbs__bunch_release(const nbbs_t *b, unsigned r, uint64_t gp);
 bool  nbbs__bunch_take(const nbbs_t *b, unsigned r, uint64_t gp);
 
 static inline bool nbbs__is_bunch(const nbbs_t *b) { return b->lpw == 4; }
 
-/* The tree's own allocation, without the reclaim from frame caches. */
+/* The tree's own allocation, without the reclaim from frame caches. (With
+ * reclaim, FN(alloc) that finds no block returns nbbs__reclaim's result:
+ * nbbs_alloc_order then ends in a jump to it, with nothing of its own to
+ * keep across the call.) */
 static inline void *nbbs__tree_or_bunch_alloc(nbbs_t *b, unsigned order)
 {
-    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order) : nbbs__tree_alloc(b, order);
+    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order, false) : nbbs__tree_alloc(b, order, false);
 }
 
 /* Under pressure (the tree found no block of order): take a block of that
@@ -232,13 +235,26 @@ static inline uint64_t nbbs__leaf_of(const nbbs_t *b, const void *p)
  * bit before it looks. In the single total order of these seq_cst
  * operations, either the free's load comes after the clear and sets the bit
  * again, or its release came before the scan's look, which then sees it. */
-static inline void nbbs__hole_mark(const nbbs_t *b, uint64_t leaf)
+typedef struct nbbs_hole {
+    NBBS_ATOMIC(uint64_t) *w; /* the bitmap word of leaf's group */
+    uint64_t               bit;
+} nbbs_hole_t;
+
+static inline nbbs_hole_t nbbs__hole_of(const nbbs_t *b, uint64_t leaf)
 {
     uint64_t g = leaf >> b->group_order;
-    NBBS_ATOMIC(uint64_t) *w = &b->holes[g >> 6];
-    uint64_t bit = UINT64_C(1) << (g & 63);
-    if (!(nb_hole_load(w) & bit))
-        nb_hole_or(w, bit);
+    return (nbbs_hole_t){ &b->holes[g >> 6], UINT64_C(1) << (g & 63) };
+}
+
+static inline void nbbs__hole_set(nbbs_hole_t h)
+{
+    if (!(nb_hole_load(h.w) & h.bit))
+        nb_hole_or(h.w, h.bit);
+}
+
+static inline void nbbs__hole_mark(const nbbs_t *b, uint64_t leaf)
+{
+    nbbs__hole_set(nbbs__hole_of(b, leaf));
 }
 
 /* A block smaller than a group was taken at the first leaf of its group,
