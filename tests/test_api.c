@@ -409,50 +409,6 @@ static void test_own_front_no_hole(nbbs_layout_t lay)
     nbbs_destroy(b);
 }
 
-/* Two contexts leapfrogging through free groups (docs/design.md, "Placement",
- * "Races at a group boundary"): a context that has filled its group, passes
- * by the next group (another context broke it at its first block) and finds
- * the group right after it free breaks that free group, even with no group
- * left that has holes; it does not join the other context's front, which had
- * the two take alternate frames group after group. The group is made
- * another context's by what FN(claimed) tests (its first frame live, taken
- * at the group's start by an allocation, its hole bit clear), so one thread
- * does both parts: group 5 is broken by an allocation that takes the frame
- * just freed there, then the thread fills group 4 the same way. */
-static void test_leapfrog_no_join(nbbs_layout_t lay)
-{
-    nbbs_config_t c = { .min_block = 4096, .max_order = 10, .layout = lay };
-    nbbs_t *b = nbbs_create(FAKE_BASE, (size_t)32 << 20, &c); /* 16 groups of 512 frames */
-    CHECK(b != NULL);
-    if (!b)
-        return;
-    char *g4 = FAKE_BASE + ((size_t)4 << 21), *g5 = g4 + ((size_t)1 << 21), *g6 = g5 + ((size_t)1 << 21);
-    /* Group 5: its first frame freed (the fill point moves there), then taken back. */
-    CHECK_EQ(nbbs_alloc_at(b, g5, 0), 0);
-    CHECK_EQ(nbbs_free(b, g5), 0);
-    CHECK(nbbs_alloc_order(b, 0) == g5);
-    /* Group 4: the same, then filled to its end. */
-    CHECK_EQ(nbbs_alloc_at(b, g4, 0), 0);
-    CHECK_EQ(nbbs_free(b, g4), 0);
-    static char *got[512];
-    for (unsigned i = 0; i < 512; i++) {
-        got[i] = nbbs_alloc_order(b, 0);
-        CHECK(got[i] == g4 + (size_t)i * 4096);
-    }
-    /* Group 5 is passed by; group 6, right after it, is broken at its start
-     * (before, the scan went back and took the frame beside g5). */
-    char *p = nbbs_alloc_order(b, 0);
-    CHECK(p == g6);
-    if (p)
-        CHECK_EQ(nbbs_free(b, p), 0);
-    for (unsigned i = 0; i < 512; i++)
-        if (got[i])
-            CHECK_EQ(nbbs_free(b, got[i]), 0);
-    CHECK_EQ(nbbs_free(b, g5), 0);
-    CHECK_EQ(nbbs_validate(b), 0);
-    nbbs_destroy(b);
-}
-
 /* nbbs_alloc_at: exactly the block named, if free. Every bad argument is
  * NBBS_EINVAL and every block not free NBBS_EBUSY, both with the metadata
  * byte-identical; a success is a live block like any other, and pieces taken
@@ -560,7 +516,6 @@ int main(void)
         test_fill_points(lay);
         test_alloc_at(lay);
         test_own_front_no_hole(lay);
-        test_leapfrog_no_join(lay);
     }
     TEST_MAIN_END();
 }
