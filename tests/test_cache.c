@@ -773,6 +773,65 @@ static void test_lost_shared(nbbs_layout_t lay)
     free(in.meta), free(ma), free(mbm);
 }
 
+/* A harvest that names a carved block's free frames of its order leaves the
+ * block marked in the stray bitmap when it still holds free frames of
+ * another order, so that order's next harvest finds them before the tree's
+ * blocks. Here block B0 holds a free order-0 frame (split off a free
+ * order-1 frame by a take under pressure) and a free order-1 frame; cache
+ * d's order-0 harvest takes the first, its order-1 harvest must find the
+ * second, though the tree (out of order-3 blocks) still has an order-1 block. */
+static void test_harvest_other(nbbs_layout_t lay)
+{
+    const size_t mb = 64;
+    inst_t in = make(lay, FAKE_BASE, 2048 * mb, mb, 11);
+    nbbs_cache_config_t cfg = { 2, 8, 8 };
+    char *mc, *md;
+    nbbs_cache_t *c = cache_new(in.b, &cfg, &mc), *d = cache_new(in.b, &cfg, &md);
+    char *a[8];
+    for (size_t i = 0; i < 8; i++) { /* one refill: two carved blocks of 4 order-1 frames */
+        a[i] = nbbs_cache_alloc(c, 1);
+        CHECK(a[i] != NULL);
+    }
+    char *b0 = FAKE_BASE + ((uintptr_t)(a[0] - FAKE_BASE) & ~(uintptr_t)(8 * mb - 1));
+    static char *t[256];
+    size_t nt = 0;
+    while (nt < 256 && (t[nt] = nbbs_alloc_order(in.b, 3)) != NULL)
+        nt++;
+    CHECK(nt > 0 && nt < 256);
+    CHECK_EQ(nbbs_free(in.b, t[--nt]), 0);
+    char *x2 = nbbs_alloc_order(in.b, 2), *x1 = nbbs_alloc_order(in.b, 1); /* one order-1 block left */
+    CHECK(x2 != NULL && x1 != NULL);
+    /* Two of B0's order-1 frames, freed to no stack: B0 is marked stray. */
+    CHECK_EQ(nbbs_free(in.b, b0 + 2 * mb), 0);
+    CHECK_EQ(nbbs_free(in.b, b0 + 4 * mb), 0);
+    /* c cannot carve: its stray take splits the frame at 2. */
+    char *p0 = nbbs_cache_alloc(c, 0);
+    CHECK(p0 == b0 + 2 * mb);
+    /* d's order-0 harvest names the other half; its order-1 harvest (d
+     * does not carve: its search failed) finds the frame at 4, not the
+     * tree's block. */
+    char *q0 = nbbs_cache_alloc(d, 0);
+    CHECK(q0 == b0 + 3 * mb);
+    char *q1 = nbbs_cache_alloc(d, 1);
+    CHECK(q1 == b0 + 4 * mb);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    CHECK_EQ(nbbs_free(in.b, q1), 0);
+    CHECK_EQ(nbbs_free(in.b, q0), 0);
+    CHECK_EQ(nbbs_free(in.b, p0), 0);
+    for (size_t i = 0; i < 8; i++)
+        if (a[i] != b0 + 2 * mb && a[i] != b0 + 4 * mb)
+            CHECK_EQ(nbbs_free(in.b, a[i]), 0);
+    CHECK_EQ(nbbs_free(in.b, x1), 0);
+    CHECK_EQ(nbbs_free(in.b, x2), 0);
+    for (size_t i = 0; i < nt; i++)
+        CHECK_EQ(nbbs_free(in.b, t[i]), 0);
+    nbbs_cache_drain(c);
+    nbbs_cache_drain(d);
+    CHECK_EQ(stats(in.b).used_bytes, 0);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    free(in.meta), free(mc), free(md);
+}
+
 /* A refill that cannot carve (the tree has no order-3 block) takes a frame
  * made of free frames of a marked carved block (or split off a larger one)
  * before it searches the tree, which still has a free block of that order
@@ -1221,6 +1280,7 @@ int main(int argc, char **argv)
         test_parts(layouts[l]);
         test_strays(layouts[l]);
         test_lost_shared(layouts[l]);
+        test_harvest_other(layouts[l]);
         test_stray_take(layouts[l]);
     }
     printf("api: %d passed, %d failed\n", check_passed, check_failed);

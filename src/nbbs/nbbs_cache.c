@@ -181,18 +181,19 @@ static void lost_to_strays(nbbs_cache_t *c, unsigned lo, unsigned hi)
             for (uint64_t v = c->lost[k][wi]; v; v &= v - 1) {
                 uint64_t r = (uint64_t)wi * 64 + (unsigned)__builtin_ctzll(v);
                 uint64_t g = (r * ng + nr - 1) / nr, end = ((r + 1) * ng + nr - 1) / nr;
-                uint64_t bits = 0;
-                for (; g < end; g++) {
-                    carve_word_t x;
-                    x.w = nb_load_u64(carve_word(b, g << NBBS_CARVE_ORDER));
-                    if (carve_any_free(x))
-                        bits |= UINT64_C(1) << (g & 63);
-                    if (bits && ((g & 63) == 63 || g + 1 == end)) {
-                        NBBS_ATOMIC(uint64_t) *w = &b->strays[g >> 6];
-                        if (bits & ~nb_hole_load(w))
-                            nb_hole_or(w, bits);
-                        bits = 0;
+                while (g < end) {
+                    /* The region's blocks in one bitmap word: their marks
+                     * gathered without a branch per block (the outcome is
+                     * data, and mispredicted), then one RMW if any is new. */
+                    uint64_t stop = (g | 63) + 1 < end ? (g | 63) + 1 : end, bits = 0;
+                    NBBS_ATOMIC(uint64_t) *w = &b->strays[g >> 6];
+                    for (; g < stop; g++) {
+                        carve_word_t x;
+                        x.w = nb_load_u64(carve_word(b, g << NBBS_CARVE_ORDER));
+                        bits |= (uint64_t)carve_any_free(x) << (g & 63);
                     }
+                    if (bits && (bits & ~nb_hole_load(w)))
+                        nb_hole_or(w, bits);
                 }
                 c->lost[k][wi] = 0;
             }
@@ -365,9 +366,8 @@ static uint64_t reuse_parts(nbbs_cache_t *c, unsigned order)
         uint64_t g0 = c->part[order][--c->ptop[order] % CACHE_PARTS];
         carve_word_t x;
         x.w = nb_load_u64(carve_word(b, g0));
-        for (unsigned j = CARVE_LEAVES; j-- > 0;)
-            if (x.by[j] == freev)
-                nb_own_store(&s[n++], g0 + j);
+        for (uint64_t m = carve_eq(x, freev); m;) /* the highest first: pops go up the addresses */
+            nb_own_store(&s[n++], g0 + carve_pop_high(&m));
     }
     nb_own_store(&c->count[order], n);
     return n;

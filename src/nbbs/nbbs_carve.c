@@ -236,22 +236,17 @@ uint64_t nbbs__carve_harvest(nbbs_t *b, NBBS_ATOMIC(uint64_t) *s, unsigned order
                 stale |= UINT64_C(1) << bit; /* merged, or every frame live */
                 continue;
             }
-            bool mine = false;
-            for (unsigned j = 0; j < CARVE_LEAVES; j++)
-                mine |= x.by[j] == freev;
-            if (!mine)
+            if (!carve_eq(x, freev))
                 continue; /* another order's frames: its bit stays */
             /* Clear the bit, then read the word again: a frame freed and
              * marked before the clear is seen by this load. */
             nb_hole_and(bw, ~(UINT64_C(1) << bit));
             x.w = nb_load_u64(w);
-            bool other = false;
-            for (unsigned j = CARVE_LEAVES; j-- > 0;) {
-                if (x.by[j] == freev)
-                    nb_own_store(&s[n++], g0 + j);
-                else if ((x.by[j] & (NBBS_IDX_CARVED | NBBS_IDX_CACHED)) == (NBBS_IDX_CARVED | NBBS_IDX_CACHED))
-                    other = true;
-            }
+            uint64_t mine = carve_eq(x, freev);
+            /* Free frames of other orders (CARVED and CACHED, not ours). */
+            bool other = (x.w & (x.w << 1) & BYTES_HI & ~mine) != 0;
+            while (mine)
+                nb_own_store(&s[n++], g0 + carve_pop_high(&mine));
             if (other)
                 stray_mark(b, g0);
             if (n + CARVE_LEAVES > max) {

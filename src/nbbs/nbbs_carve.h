@@ -55,6 +55,32 @@ static inline bool carve_any_free(carve_word_t x)
     return (x.w & (x.w << 1) & BYTES_HI) != 0;
 }
 
+/* The bytes of x equal to v: bit 7 of each such byte set in the word, the
+ * rest clear (exact: no carry crosses a byte). One word operation instead of
+ * a compare and a branch per byte, which the refills that name a block's
+ * free frames mispredicted. */
+static inline uint64_t carve_eq(carve_word_t x, uint8_t v)
+{
+    uint64_t y = x.w ^ (UINT64_C(0x0101010101010101) * v);
+    return ~(((y & ~BYTES_HI) + ~BYTES_HI) | y) & BYTES_HI;
+}
+
+/* The highest byte index (x.by[j]) that mask m (from carve_eq) names; takes
+ * it out of m. m must not be 0. Byte j of the union is bits 8j..8j+7 of the
+ * word on a little-endian machine, bits 56-8j.. on a big-endian one. */
+static inline unsigned carve_pop_high(uint64_t *m)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    unsigned bit = (unsigned)__builtin_ctzll(*m);
+    *m &= *m - 1;
+    return 7u - (bit >> 3);
+#else
+    unsigned bit = 63u - (unsigned)__builtin_clzll(*m);
+    *m &= ~(UINT64_C(1) << bit);
+    return bit >> 3;
+#endif
+}
+
 /* The stray bitmap (b->strays): a bit per block of NBBS_CARVE_ORDER, set
  * when a carved block there is left with free frames that no cache's stack
  * or ring names (a drain without an owner or with its ring full, a free of
