@@ -329,23 +329,32 @@ static void send(nbm_tcache_t *tc, nbm_bin_t *bin, void **list)
         nbm__remote_push((unsigned)(bin - tc->bins), other);
 }
 
-/* The list is full and takes another heap's object: the newest lim / 4
- * objects stay, the older go to their pages (send). */
-static void bin_trim(nbm_tcache_t *tc, nbm_bin_t *bin)
+/* The list's newest `keep` objects stay, the older go to their pages
+ * (send); returns how many stayed (fewer if the list is shorter). */
+static uint32_t bin_keep(nbm_tcache_t *tc, nbm_bin_t *bin, uint32_t keep)
 {
     void **o = bin->head, **last = NULL;
-    for (uint32_t i = 0; i < bin->lim / 4 && o; i++) {
+    uint32_t n = 0;
+    for (; n < keep && o; n++) {
         last = o;
         o = o[0];
     }
+    if (o) {
+        if (last)
+            last[0] = NULL;
+        else
+            bin->head = NULL;
+        send(tc, bin, o);
+    }
+    return n;
+}
+
+/* The list is full and takes another heap's object: the newest lim / 4
+ * objects stay, the older go to their pages. */
+static void bin_trim(nbm_tcache_t *tc, nbm_bin_t *bin)
+{
     bin->room = (int32_t)(bin->lim - bin->lim / 4);
-    if (!o)
-        return;
-    if (last)
-        last[0] = NULL;
-    else
-        bin->head = NULL;
-    send(tc, bin, o);
+    bin_keep(tc, bin, bin->lim / 4);
 }
 
 /* free found no room on the bin's list and the object on another heap's
@@ -384,20 +393,7 @@ static void bin_shrink(nbm_tcache_t *tc, nbm_bin_t *bin)
 {
     uint32_t lim = bin->lim / 2;
     bin->lim = lim < bin->lim0 ? bin->lim0 : lim;
-    void **o = bin->head, **last = NULL;
-    uint32_t n = 0;
-    for (; n < bin->lim && o; n++) {
-        last = o;
-        o = o[0];
-    }
-    bin->room = (int32_t)(bin->lim - n);
-    if (!o)
-        return;
-    if (last)
-        last[0] = NULL;
-    else
-        bin->head = NULL;
-    send(tc, bin, o);
+    bin->room = (int32_t)(bin->lim - bin_keep(tc, bin, bin->lim));
 }
 
 /* The heartbeat's look at a grown bin's room (bin_shrink). */
