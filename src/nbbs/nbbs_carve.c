@@ -244,7 +244,7 @@ uint64_t nbbs__carve_harvest(nbbs_t *b, NBBS_ATOMIC(uint64_t) *s, unsigned order
             x.w = nb_load_u64(w);
             uint64_t mine = carve_eq(x, freev);
             /* Free frames of other orders (CARVED and CACHED, not ours). */
-            bool other = (x.w & (x.w << 1) & BYTES_HI & ~mine) != 0;
+            bool other = (carve_free_bytes(x) & ~mine) != 0;
             while (mine)
                 nb_own_store(&s[n++], g0 + carve_pop_high(&mine));
             if (other)

@@ -49,10 +49,17 @@ static inline bool can_carve(const nbbs_t *b)
     return b->max_order >= NBBS_CARVE_ORDER && ((uintptr_t)b->index & 7u) == 0;
 }
 
-/* Some byte of x is a free frame (CARVED and CACHED both set). */
+/* The bytes of x that are free frames (CARVED and CACHED both set): bit 7
+ * of each such byte set in the word, the rest clear. */
+static inline uint64_t carve_free_bytes(carve_word_t x)
+{
+    return x.w & (x.w << 1) & BYTES_HI;
+}
+
+/* Some byte of x is a free frame. */
 static inline bool carve_any_free(carve_word_t x)
 {
-    return (x.w & (x.w << 1) & BYTES_HI) != 0;
+    return carve_free_bytes(x) != 0;
 }
 
 /* The bytes of x equal to v: bit 7 of each such byte set in the word, the
