@@ -54,7 +54,7 @@ static inline bool nbm__offset_ok(const nbm_class_t *c, uintptr_t a, uint32_t w)
     return nbm__offset_check(c->chunk_mask, c->inv, c->shift, a, w);
 }
 
-/* About 30 instructions, with no stack frame and no branch on the page:
+/* 37 instructions to the list (gcc 12), with no stack frame and no branch on the page:
  * owner lookup, the bin from the unit word, offset check,
  * tag check, a push onto the bin's list and its room counted down, whatever
  * the page and its heap (no page record is touched; the class's figures are

@@ -702,7 +702,10 @@ static NBM_NOINLINE void *refill_pop(size_t n, nbm_bin_t *bin)
  * saves no register. */
 void *nbm__small_refill(size_t n, nbm_bin_t *bin)
 {
-    if (NBM_UNLIKELY(!nbm__tc)) /* nbm__bins_none's: no heap (yet, or any more) */
+    /* nbm__bins_none's: no heap (yet, or any more). Told by the bin's
+     * address, not by nbm__tc, so that no order of the two pointers' stores
+     * (heap.c) lets a malloc between them write there. */
+    if (NBM_UNLIKELY((uintptr_t)bin - (uintptr_t)nbm__bins_none < sizeof nbm__bins_none))
         return nbm__malloc_generic(n);
     refilled(bin);
     if (!switch_page(bin))
