@@ -30,7 +30,7 @@
 
 
 nbm_class_t nbm__classes[NBM_NCLASSES];
-uint8_t nbm__class_of_small[NBM_FAST_MAX / 16 + 1];
+uint16_t nbm__bin_of_small[NBM_FAST_MAX / 16 + 1];
 
 static uint32_t class_size(unsigned c)
 {
@@ -50,6 +50,7 @@ static uint32_t class_size(unsigned c)
 #define NBM_LARGE_PAGE ((uint32_t)256 << 10)
 _Static_assert(NBM_LARGE_MAX <= NBM_LARGE_PAGE, "a large page holds an object of every class");
 _Static_assert(NBM_LARGE_PAGE / 16 < NBM_PAGE_OFF, "a page's object counts (used, left) fit 15 bits: NBM_PAGE_OFF is above");
+_Static_assert(NBM_LARGE_PAGE / 16 < (uint64_t)1 << (32 - NBM_UNIT_CARVED_SHIFT), "a page's carved count fits its unit word's bits");
 static uint32_t chunk_size(unsigned c, uint32_t s)
 {
     uint32_t chunk = (uint32_t)1 << NBM_UNIT_SHIFT;
@@ -94,6 +95,6 @@ void nbm__classes_init(void)
     for (unsigned i = 0; i <= NBM_FAST_MAX / 16; i++) {
         size_t n = i == 0 ? 1 : (size_t)i * 16;
         unsigned c = n <= 128 ? (unsigned)((n + 15) / 16 - 1) : nbm__class_of_large(n);
-        nbm__class_of_small[i] = (uint8_t)c;
+        nbm__bin_of_small[i] = (uint16_t)((c + 1) * sizeof(nbm_bin_t));
     }
 }

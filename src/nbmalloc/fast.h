@@ -9,20 +9,24 @@
 
 #include "internal.h"
 
-/* About 12 instructions: a TLS load, the heartbeat countdown, a table
- * lookup, a list pop and the store that clears the freed-object tag. No
+/* About 16 instructions: a TLS load, a table lookup, a list pop, the
+ * heartbeat countdown and the store that clears the freed-object tag. No
  * atomic operation. The list holds objects of any pages (internal.h). */
 __attribute__((always_inline)) static inline void *nbm__malloc_fast(size_t n)
 {
-    nbm_tcache_t *tc = nbm__tc;
-    if (NBM_LIKELY(n <= NBM_FAST_MAX && tc != NULL && --tc->tick != 0)) {
-        /* The bin by byte offset (one shift). */
-        nbm_bin_t *bin = (nbm_bin_t *)((char *)tc->bins + (size_t)nbm__class_of_small[(n + 15) >> 4] * sizeof(nbm_bin_t));
-        if (NBM_LIKELY(bin->head != NULL))
-            return nbm__bin_pop(bin);
+    char *h = nbm__mheap; /* the heap, or nbm__bins_none: no test */
+    if (NBM_LIKELY(n <= NBM_FAST_MAX)) {
+        /* The bin by its byte offset from the record (no shift). */
+        nbm_bin_t *bin = (nbm_bin_t *)(h + nbm__bin_of_small[(n + 15) >> 4]);
+        if (NBM_LIKELY(bin->head != NULL)) {
+            /* A list that is not empty is a heap's: its countdown. */
+            if (NBM_LIKELY(--((nbm_tcache_t *)h)->tick != 0))
+                return nbm__bin_pop(bin);
+            return nbm__malloc_generic(n);
+        }
         /* The bin is empty: to its refill, a tail call with n as it came
          * and the bin (no register to keep, so the path above keeps no
-         * frame). */
+         * frame); a thread without a heap goes on from there. */
         return nbm__small_refill(n, bin);
     }
     return nbm__malloc_generic(n);
@@ -50,14 +54,14 @@ static inline bool nbm__offset_ok(const nbm_class_t *c, uintptr_t a, uint32_t w)
     return nbm__offset_check(c->chunk_mask, c->inv, c->shift, a, w);
 }
 
-/* About 30 instructions, with no stack frame and no branch on the page:
- * owner lookup, class byte, offset check,
+/* 37 instructions to the list (gcc 12), with no stack frame and no branch on the page:
+ * owner lookup, the bin from the unit word, offset check,
  * tag check, a push onto the bin's list and its room counted down, whatever
  * the page and its heap (no page record is touched; the class's figures are
  * the bin's copies: no class record either). When the list has no room,
  * the object goes to its page (heap.c). The unit
- * word's class byte is class + 1; the bins are indexed with it (k - 1
- * folds into the addressing), and byte 0 (a medium block) reads zeros that
+ * word's low half is (class + 1) lines: the bin's byte offset from the heap
+ * record (the - 1 folds into the addressing), and a word of 0 (a medium block) reads zeros that
  * fail the offset check, so it needs no test of its own. The reports go
  * through nbm__free_bad and nbm__free_unaligned, which are not marked
  * noreturn so that the calls to them are jumps and need no frame either. */
@@ -71,16 +75,15 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
     if (NBM_LIKELY(nbm__map_is_arena(owner) && tc != NULL)) {
         nbm_arena_t *ar = nbm__map_arena(owner);
         uint32_t w = nbm__unit_word(ar, a);
-        size_t k = w & 0xffu;
         {
-            /* &tc->bins[k - 1] as a byte offset from k (bins sit one bin
-             * into the record): one shift. The class's mask, inverse and
-             * shift are the bin's copies, in the line of the list; for
-             * k = 0, the record's zeros (none_mask). */
-            nbm_bin_t *bin = (nbm_bin_t *)((char *)tc + k * sizeof(nbm_bin_t));
-            uintptr_t mask = bin->mask;
+            /* &tc->bins[class] is the word's low half as a byte offset
+             * (bins sit one bin into the record): one zero extension. The
+             * class's mask, inverse and shift are the bin's copies, in the
+             * line of the list; for a word of 0, the record's zeros
+             * (none_mask). */
+            nbm_bin_t *bin = (nbm_bin_t *)((char *)tc + (uint16_t)w);
             void **o = (void **)p;
-            if (NBM_UNLIKELY(!nbm__offset_check((uint32_t)mask, bin->inv, bin->shift, a, w))) {
+            if (NBM_UNLIKELY(!nbm__offset_check(bin->mask, bin->inv, bin->shift, a, w))) {
                 nbm__free_unaligned(p); /* a medium block, or reported */
                 return;
             }
@@ -93,11 +96,13 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
             /* Any page, any heap (internal.h): one list, so no branch on
              * the page (the former test for the current page missed 742 K
              * times in leak's 2 M frees at 1 thread), while the list has
-             * room; else to the page (nbm__free_full, a tail call). */
-            if (NBM_LIKELY(bin->room > 0)) {
+             * room: counted down in memory, a branch on the sign (2
+             * instructions, not 5; linux-scalability 4 % less CPU a pair);
+             * past it room is -1 here, and the ways below store 0 back
+             * (nbm__free_other sets it). */
+            if (NBM_LIKELY(--bin->room >= 0)) {
                 o[0] = bin->head;
                 bin->head = o;
-                bin->room--;
                 return;
             }
             /* No room: the current page's object goes onto the list all
@@ -112,16 +117,21 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
              * another heap's value is never ours. The edges go to
              * nbm__page_refreed: the page is off the bin's avail list, or
              * the free empties it. Another heap's page: nbm__free_other. */
-            nbm_page_t *pg = nbm__page_at(ar, a, mask);
+            /* The mask read again here: kept from the check instead, it
+             * cost the list path a register copy (one instruction). */
+            __asm__("" : "+r"(bin));
+            nbm_page_t *pg = nbm__page_at(ar, a, bin->mask);
             __asm__("" : "+r"(pg)); /* one address for all its fields (gcc 12 formed two) */
             if (pg == bin->page) {
                 o[0] = bin->head;
                 bin->head = o;
+                bin->room = 0;
                 return;
             }
             if (NBM_LIKELY(nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc)) {
                 o[0] = pg->free;
                 pg->free = o;
+                bin->room = 0;
                 bin->over++;
                 /* Both edges in one word (nbm_page_t.uw): off the avail
                  * list, the word is NBM_PAGE_OFF + used, negative as 16
@@ -133,7 +143,7 @@ __attribute__((always_inline)) static inline void nbm__free_fast(void *p)
                     nbm__page_refreed(tc, bin, pg);
                 return;
             }
-            nbm__free_other(tc, bin, o);
+            nbm__free_other(tc, bin, o); /* sets room (bin_trim) */
             return;
         }
     }

@@ -57,7 +57,7 @@ void nbm__free_generic(void *p)
         nbm__free_fast(p);
         return;
     }
-    const nbm_class_t *c = &nbm__classes[(w & 0xffu) - 1];
+    const nbm_class_t *c = &nbm__classes[nbm__unit_class(w)];
     if (!nbm__offset_ok(c, a, w))
         nbm__fatal("free(): invalid pointer", p);
     if (((uintptr_t *)p)[1] == (a ^ nbm__secret))
@@ -81,7 +81,7 @@ size_t nbm__usable(const void *p, const char *who, const char *freed)
     uint32_t w = nbm__unit_word(ar, a);
     if (w == 0)
         return nbm__medium_size(ar, p, who, freed);
-    const nbm_class_t *c = &nbm__classes[(w & 0xffu) - 1];
+    const nbm_class_t *c = &nbm__classes[nbm__unit_class(w)];
     if (!nbm__offset_ok(c, a, w))
         nbm__fatal(who, p);
     if (((const uintptr_t *)p)[1] == (a ^ nbm__secret))

@@ -49,6 +49,8 @@
 #define NBM_TCACHE_SHIFT 4                   /* 16 records (about 93 KiB) a chunk */
 
 _Thread_local nbm_tcache_t *nbm__tc NBM_TLS;
+nbm_bin_t nbm__bins_none[NBM_NSMALL + 1];
+_Thread_local char *nbm__mheap NBM_TLS = (char *)nbm__bins_none;
 static _Thread_local int tstate NBM_TLS;
 
 static _Atomic uintptr_t tcache_chunks[NBM_TCACHE_MAX >> NBM_TCACHE_SHIFT];
@@ -186,6 +188,7 @@ nbm_tcache_t *nbm__tcache_get(void)
     tc->tick = NBM_HEARTBEAT;
     pthread_setspecific(tcache_key, tc);
     nbm__tc = tc;
+    nbm__mheap = (char *)tc;
     tstate = NBM_T_LIVE;
     NBM_STAT_ADD(threads, 1);
     return tc;
@@ -699,6 +702,11 @@ static NBM_NOINLINE void *refill_pop(size_t n, nbm_bin_t *bin)
  * saves no register. */
 void *nbm__small_refill(size_t n, nbm_bin_t *bin)
 {
+    /* nbm__bins_none's: no heap (yet, or any more). Told by the bin's
+     * address, not by nbm__tc, so that no order of the two pointers' stores
+     * (heap.c) lets a malloc between them write there. */
+    if (NBM_UNLIKELY((uintptr_t)bin - (uintptr_t)nbm__bins_none < sizeof nbm__bins_none))
+        return nbm__malloc_generic(n);
     refilled(bin);
     if (!switch_page(bin))
         return refill_pop(n, bin);
@@ -785,6 +793,7 @@ static void tcache_exit(void *v)
 {
     nbm_tcache_t *tc = v;
     nbm__tc = NULL;
+    nbm__mheap = (char *)nbm__bins_none;
     tstate = NBM_T_DEAD;
     flush_caches(tc);
     nbm__spares_give(tc);

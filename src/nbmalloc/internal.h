@@ -14,9 +14,9 @@
  * the first, doubling up to 1 GiB): the rest of the slot is address space
  * nobody pays for, and any pointer there is reported as invalid.
  *
- * Inside an arena, each 64 KiB unit has a word: class + 1 in bits 0-7 when the
+ * Inside an arena, each 64 KiB unit has a word: class + 1 in bits 6-11 when the
  * unit belongs to a chunk (a back-end block carved into objects of one size
- * class), 0 otherwise, and in bits 8-31 the number of objects carved so far
+ * class), 0 otherwise, and in bits 16-31 the number of objects carved so far
  * from the chunk's start (an address past them was never handed out). Each
  * 4 KiB page has an order byte: order + 1 when a medium block handed to the
  * user starts there, with bit 7 set while that block sits freed in a cache.
@@ -94,7 +94,11 @@ typedef struct nbm_class {   /* 32 bytes: indexed with a shift */
 } nbm_class_t;
 
 NBM_HIDDEN extern nbm_class_t nbm__classes[NBM_NCLASSES];
-NBM_HIDDEN extern uint8_t nbm__class_of_small[NBM_FAST_MAX / 16 + 1];
+/* Per 16 bytes of request up to NBM_FAST_MAX: the byte offset of the class's
+ * bin from its heap record, (class + 1) lines (bins sit one bin into the
+ * record), so malloc's fast path adds it to the record with no shift. Zeros
+ * until nbm__classes_init (the offset of nbm__bins_none's first line). */
+NBM_HIDDEN extern uint16_t nbm__bin_of_small[NBM_FAST_MAX / 16 + 1];
 
 /* Class of a size in (1024, NBM_SMALL_MAX] (fills the table). */
 static inline unsigned nbm__class_of_large(size_t n)
@@ -112,7 +116,7 @@ static inline unsigned nbm__class_of_big(size_t n)
 /* Class of a size in [0, NBM_LARGE_MAX]. */
 static inline unsigned nbm__class_of(size_t n)
 {
-    return n <= NBM_FAST_MAX ? nbm__class_of_small[(n + 15) >> 4] : nbm__class_of_big(n);
+    return n <= NBM_FAST_MAX ? nbm__bin_of_small[(n + 15) >> 4] / 64u - 1u : nbm__class_of_big(n);
 }
 
 /* --- descriptors and tagged stacks ---------------------------------------- */
@@ -313,7 +317,7 @@ typedef struct nbm_tcache {
     uint32_t arena_hint;        /* arena tried first */
     uint32_t ndesc;             /* free descriptors held in desc[] */
     /* Where bins[-1] would hold its class copies: zeros, never written. free
-     * reads them for a unit word of class byte 0 (a medium block's, whose
+     * reads them for a unit word of class 0 (a medium block's, whose
      * word is 0) with no test of the byte: mask and inverse 0 fail its
      * offset check (0 < carved = 0 is false), whose path tells a medium
      * block from a bad pointer. */
@@ -358,12 +362,19 @@ _Static_assert(offsetof(nbm_tcache_t, bins) == sizeof(nbm_bin_t), "bins start on
 _Static_assert(offsetof(nbm_tcache_t, none_mask) == offsetof(nbm_bin_t, mask) &&
                offsetof(nbm_tcache_t, none_inv) == offsetof(nbm_bin_t, inv) &&
                offsetof(nbm_tcache_t, none_shift) == offsetof(nbm_bin_t, shift),
-               "class byte 0 reads the zeros of the record's first line");
+               "a unit word of 0 reads the zeros of the record's first line");
 
 enum { NBM_T_NEW = 0, NBM_T_INIT = 1, NBM_T_LIVE = 2, NBM_T_DEAD = 3 };
 
 #define NBM_TLS __attribute__((tls_model("initial-exec")))
 NBM_HIDDEN extern _Thread_local nbm_tcache_t *nbm__tc NBM_TLS;
+/* malloc's fast path's view of the heap: nbm__tc as a byte pointer, or,
+ * while the thread has no heap (nbm__tc NULL), nbm__bins_none, whose lists
+ * are all empty (zeros, never written): malloc finds its bin empty and goes
+ * to the refill, which tells the two apart, so the fast path needs no test
+ * for a missing heap. Set with nbm__tc (heap.c). */
+NBM_HIDDEN extern _Thread_local char *nbm__mheap NBM_TLS;
+NBM_HIDDEN extern nbm_bin_t nbm__bins_none[NBM_NSMALL + 1];
 
 /* --- arenas ------------------------------------------------------------------ */
 typedef struct nbm_arena {
@@ -372,7 +383,7 @@ typedef struct nbm_arena {
     nbbs_t   *bb;
     uint32_t  index;
     unsigned  max_order; /* largest block this arena can hand out */
-    _Atomic uint32_t unit[NBM_UNITS];      /* class + 1 | objects carved << 8 */
+    _Atomic uint32_t unit[NBM_UNITS];      /* (class + 1) << 6 | objects carved << 16 (nbm__unit_of) */
     _Atomic uint8_t page_order[NBM_PAGES]; /* order + 1 of a medium block here (| 0x80: freed, cached) */
     _Atomic uint32_t retired;              /* NBM_ARENA_* below; 0 = in use */
     /* At the first unit of a medium block of NBM_MOVE_ORDER and up (live,
@@ -390,7 +401,17 @@ typedef struct nbm_arena {
 #define NBM_ARENA_RETIRED  1u /* emptied and unmapped, can be revived */
 #define NBM_ARENA_REVIVING 2u
 #define NBM_ARENA_GONE     3u /* its slot went to another mapping (revived when free again) */
-#define NBM_UNIT_CARVED_SHIFT 8
+/* A small page's unit word: bits 6-11 its class + 1, bits 16-31 the
+ * objects carved (at most 8192, class.c). The low half is so the byte
+ * offset of the class's bin from the heap record (bins sit one bin into it:
+ * bins[k - 1] at k lines), which free's fast path takes with one zero
+ * extension (no shift). 0: no small page (a medium block, or nothing). */
+#define NBM_UNIT_CLASS_SHIFT  6
+#define NBM_UNIT_CARVED_SHIFT 16
+static inline uint32_t nbm__unit_of(unsigned cls) { return (uint32_t)(cls + 1) << NBM_UNIT_CLASS_SHIFT; }
+/* The class of a non-zero word. */
+static inline unsigned nbm__unit_class(uint32_t w) { return ((w & 0xffffu) >> NBM_UNIT_CLASS_SHIFT) - 1u; }
+_Static_assert(NBM_NCLASSES + 1 < 1 << (16 - NBM_UNIT_CLASS_SHIFT), "a class fits its bits of the unit word");
 #define NBM_PAGE_FREED 0x80u
 
 NBM_HIDDEN extern _Atomic uintptr_t nbm__map[NBM_MAP_SIZE];

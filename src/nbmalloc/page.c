@@ -48,7 +48,7 @@ nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t *hint, void *bl
     /* Relaxed: see above (a stale word of an earlier page here belongs to
      * a pointer nobody may free: the earlier page was empty). */
     for (size_t u = 0; u < c->chunk >> NBM_UNIT_SHIFT; u++)
-        nbm_store_u32_relaxed(&ar->unit[u0 + u], cls + 1); /* nothing carved yet */
+        nbm_store_u32_relaxed(&ar->unit[u0 + u], nbm__unit_of(cls)); /* nothing carved yet */
     NBM_STAT_ADD(chunks, 1);
     NBM_STAT_ADD(chunk_bytes, c->chunk);
     return pg;
@@ -64,7 +64,7 @@ nbm_page_t *nbm__page_revive(void *block, unsigned cls, uintptr_t heap)
      * (nbm__page_forget) or is made a page of another class: a word naming
      * this class means the block is the heap's own emptied page, untouched
      * since, its record's list holding every carved object (tagged free). */
-    if ((w & 0xffu) != cls + 1 || pg->cls != cls || nbm__page_used(pg) != 0)
+    if ((w & 0xffffu) != nbm__unit_of(cls) || pg->cls != cls || nbm__page_used(pg) != 0)
         return NULL;
     pg->uw = NBM_PAGE_OFF;
     pg->next = pg->prev = pg->anext = pg->aprev = NULL;

@@ -24,7 +24,11 @@
  *     would fault in its memory): the list goes back whole first, lim at
  *     its floor;
  *   adopt: a thread's grown list, the thread exits, the next thread adopts
- *     its heap: lim at its floor, the list empty.
+ *     its heap: lim at its floor, the list empty;
+ *   none: malloc's fast path on a thread without a heap (before its first
+ *     call, and in a key destructor after its heap's exit) reads the lists
+ *     of nbm__bins_none: they stay zeros, the calls are served, and the
+ *     exited heap is not the fast path's any more.
  */
 #define _GNU_SOURCE /* pthread_barrier_t */
 #include <pthread.h>
@@ -271,6 +275,63 @@ static void test_adopt(void)
     CHECK_EQ(adopted_len, 0);
 }
 
+static pthread_key_t late_key;
+static nbm_tcache_t *late_tc;
+static int late_before, late_fresh, late_after, late_served, late_turns;
+
+static int none_zeros(void)
+{
+    const unsigned char *b = (const unsigned char *)nbm__bins_none;
+    for (size_t i = 0; i < sizeof nbm__bins_none; i++)
+        if (b[i])
+            return 0;
+    return 1;
+}
+
+/* A destructor of a key newer than nbmalloc's: glibc runs it after the
+ * heap's exit; elsewhere it asks for another turn until the heap is gone. */
+static void late_dtor(void *arg)
+{
+    (void)arg;
+    if (nbm__tc != NULL && ++late_turns < 4) {
+        pthread_setspecific(late_key, (void *)1);
+        return;
+    }
+    late_after = nbm__tc == NULL && nbm__mheap == (char *)nbm__bins_none && nbm__mheap != (char *)late_tc;
+    void *p = nbm_malloc(16), *q = nbm_malloc(100);
+    late_served = p != NULL && q != NULL;
+    nbm_free(p);
+    nbm_free(q);
+}
+
+static void *late_thread(void *arg)
+{
+    (void)arg;
+    late_before = nbm__tc == NULL && nbm__mheap == (char *)nbm__bins_none;
+    void *p = nbm_malloc(16); /* the empty list of bins_none: refill, then the generic path */
+    late_fresh = p != NULL && nbm__tc != NULL && nbm__mheap == (char *)nbm__tc;
+    nbm_free(p);
+    late_tc = nbm__tc;
+    pthread_setspecific(late_key, (void *)1);
+    return NULL;
+}
+
+static void test_none(void)
+{
+    CHECK_EQ(pthread_key_create(&late_key, late_dtor), 0);
+    pthread_t t;
+    if (pthread_create(&t, NULL, late_thread, NULL) != 0)
+        abort();
+    pthread_join(t, NULL);
+    CHECK(late_before);
+    CHECK(late_fresh);
+    CHECK(late_after);
+    CHECK(late_served);
+    CHECK(none_zeros());
+    CHECK(nbm__mheap == (char *)nbm__tc); /* this thread's own, untouched */
+    pthread_key_delete(late_key);
+}
+
 int main(void)
 {
     nbm_free(nbm_malloc(16)); /* this thread's heap */
@@ -282,5 +343,6 @@ int main(void)
     test_shed();
     test_adopt();
     test_remote();
+    test_none();
     TEST_MAIN_END();
 }
