@@ -103,6 +103,12 @@ nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cach
         unsigned per = 1u << (NBBS_CARVE_ORDER - (k < NBBS_CARVE_ORDER ? k : 0));
         c->groups[k] = k < g.orders && k < NBBS_CARVE_ORDER && can_carve(b) ? g.batch / per : 0;
     }
+    /* The lost map's regions: as few carved blocks each as keep the
+     * arena's within its 512 bits. */
+    unsigned shift = 0;
+    for (uint64_t ng = b->nleaves >> NBBS_CARVE_ORDER; ng > 1 && ((ng - 1) >> shift) >= CACHE_LOST_WORDS * 64;)
+        shift++;
+    c->lost_shift = shift;
     c->slot = (NBBS_ATOMIC(uint64_t) *)((char *)mem + ALIGN_UP(sizeof(struct nbbs_cache), NBBS_CACHE_ALIGN));
     for (unsigned k = 0; k < NBBS_CACHE_MAX_ORDERS; k++)
         nb_init_store(&c->count[k], 0);
@@ -121,6 +127,30 @@ nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cach
 
 nbbs_t *nbbs_cache_instance(const nbbs_cache_t *c) { return c ? c->b : NULL; }
 
+/* Whether a live (or cached) block of a larger order than the carve order
+ * encloses the free-looking carved block at leaf g0. prev: the index byte
+ * of the block before it (g0 - CARVE_LEAVES). If a block of at most the
+ * carve order starts there, none encloses g0 (it would enclose that one
+ * too: live blocks do not nest), the common case, decided without a load.
+ * Else the index bytes at the positions aligned to each larger order below
+ * g0 are read, and the first block that starts at one of them decides (one
+ * too small to reach g0 rules out every larger one around it). The tree
+ * keeps a live block's inside unmarked, so a take there claims the slot,
+ * climbs, meets the block and undoes it all (a handful of CAS) to find out:
+ * a fifth of take_next's takes in stress did. Only a look: under
+ * concurrency a stale byte costs a skipped take, as a failed one would. */
+static inline bool enclosed_live(const nbbs_t *b, uint64_t g0, uint8_t prev)
+{
+    if (prev && (prev & NBBS_IDX_ORDER) <= NBBS_CARVE_ORDER + 1u)
+        return false;
+    for (unsigned k = (unsigned)__builtin_ctzll(g0) + 1u; k <= b->max_order; k++) {
+        uint8_t v = nb_load_u8(&b->index[g0 & ~((UINT64_C(1) << k) - 1)]);
+        if (v)
+            return (v & NBBS_IDX_ORDER) > k; /* order + 1 > k: order >= k, reaching g0 */
+    }
+    return false;
+}
+
 /* The block of the carve order at c->cursor[order], taken in place (one claim
  * and the climb, no search), if the block before it is still carved (so
  * its group is in use: taking here breaks no free group) and both lie in
@@ -131,15 +161,19 @@ static void *take_next(nbbs_cache_t *c, unsigned order)
 {
     nbbs_t *b = c->b;
     uint64_t g0 = c->cursor[order], gmask = (UINT64_C(1) << b->group_order) - 1;
-    if (!(g0 & gmask) || !(nb_load_u8(&b->index[g0 - CARVE_LEAVES]) & NBBS_IDX_CARVED))
+    uint8_t prev;
+    if (!(g0 & gmask) || !((prev = nb_load_u8(&b->index[g0 - CARVE_LEAVES])) & NBBS_IDX_CARVED))
         return NULL;
     unsigned r = b->max_order - NBBS_CARVE_ORDER;
     /* A block in use there (a claim that fails at once: a load, no CAS) is
      * passed over, a few times, while the group lasts. */
     for (unsigned tries = 0; tries < CACHE_PROBES && (g0 & gmask) && g0 + CARVE_LEAVES <= b->nleaves;
          tries++, g0 += CARVE_LEAVES) {
-        if (nb_load_u8(&b->index[g0]))
-            continue; /* a live or carved block starts there */
+        uint8_t v = nb_load_u8(&b->index[g0]);
+        bool used = v || enclosed_live(b, g0, prev);
+        prev = v;
+        if (used)
+            continue; /* a live or carved block starts there, or encloses it */
         if (nbbs__is_bunch(b) ? nbbs__bunch_take(b, r, g0 >> NBBS_CARVE_ORDER)
                               : nbbs__tree_take(b, r, g0 >> NBBS_CARVE_ORDER))
             return addr_of(b, g0);
@@ -175,12 +209,13 @@ static void tree_short(nbbs_cache_t *c, unsigned j)
 static void lost_to_strays(nbbs_cache_t *c, unsigned lo, unsigned hi)
 {
     nbbs_t *b = c->b;
-    uint64_t ng = b->nleaves >> NBBS_CARVE_ORDER, nr = CACHE_LOST_WORDS * 64;
+    uint64_t ng = b->nleaves >> NBBS_CARVE_ORDER;
     for (unsigned k = lo; k < hi; k++)
         for (unsigned wi = 0; wi < CACHE_LOST_WORDS; wi++)
             for (uint64_t v = c->lost[k][wi]; v; v &= v - 1) {
                 uint64_t r = (uint64_t)wi * 64 + (unsigned)__builtin_ctzll(v);
-                uint64_t g = (r * ng + nr - 1) / nr, end = ((r + 1) * ng + nr - 1) / nr;
+                uint64_t g = r << c->lost_shift, end = (r + 1) << c->lost_shift;
+                end = end < ng ? end : ng;
                 while (g < end) {
                     /* The region's blocks in one bitmap word: their marks
                      * gathered without a branch per block (the outcome is
@@ -274,8 +309,14 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
             /* One store replaces the tree's index entry of the whole block
              * (order NBBS_CARVE_ORDER + 1 at g0) by the frames. */
             nb_store_rel_u64(carve_word(b, g0), x.w);
-            for (unsigned j = per; j-- > lo;) /* pops go up the addresses */
-                nb_own_store(&s[n++], g0 + ((uint64_t)j << order));
+            /* Every frame, the highest first (pops go up the addresses), a
+             * loop of per stores whatever lo is: the first block's lowest
+             * frame (the caller's) lands just above the count, where nobody
+             * reads it and the next block writes over it. */
+            uint64_t f = g0 + ((uint64_t)(per - 1u) << order);
+            for (unsigned j = 0; j < per; j++, f -= UINT64_C(1) << order)
+                nb_own_store(&s[n + j], f);
+            n += per - lo;
         }
         /* The context's hint of the carve order names the last block taken,
          * as the tree's own allocation leaves it (FN(taken)): a block taken

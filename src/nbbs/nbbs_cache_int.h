@@ -34,8 +34,8 @@ struct nbbs_cache {
     uint64_t               part[NBBS_CARVE_ORDER][CACHE_PARTS];
     unsigned               nparts[NBBS_CARVE_ORDER];
     unsigned               ptop[NBBS_CARVE_ORDER]; /* part[] is a ring: the next entry to write, mod CACHE_PARTS */
-    /* Per order: the regions of the arena (512, of nleaves / 512 leaves
-     * each, or one carved block each in small arenas) that hold a carved
+    /* Per order: the regions of the arena (at most 512, of a power of two
+     * of carved blocks each: one in small arenas) that hold a carved
      * block the full ring wrote over, its free frames named nowhere. The
      * owner's next stranded refill of the order (or non-carving refill,
      * every order) reads the index words
@@ -45,6 +45,7 @@ struct nbbs_cache {
      * bitmap at each overflow (every drained frame, in a phase of frees)
      * took a load and often a write on a line every CPU marks. */
     uint64_t               lost[NBBS_CARVE_ORDER][CACHE_LOST_WORDS];
+    unsigned               lost_shift; /* a region of lost: 2^lost_shift carved blocks */
     /* Per order: refills left that do not try to carve (the tree had no
      * block of the carve order lately: a failed tree scan is costly). */
     unsigned               backoff[NBBS_CACHE_MAX_ORDERS];
@@ -80,10 +81,14 @@ struct nbbs_cache {
 
 static inline nbbs_cache_t *cache_of(uint64_t v) { return (nbbs_cache_t *)(uintptr_t)v; }
 
-/* The region of c->lost that carved block g (a leaf / 8) falls in, of ng. */
-static inline uint64_t lost_region(uint64_t g, uint64_t ng)
+/* The region of c->lost that carved block g (a leaf / 8) falls in: regions
+ * of 2^lost_shift blocks, as few as fit the map. A shift, not g * 512 / ng:
+ * in stress nearly every drained frame of a half-used block overflows the
+ * ring and lands here, and the division was one of the drain's costliest
+ * instructions. */
+static inline uint64_t lost_region(const nbbs_cache_t *c, uint64_t g)
 {
-    return (g * (CACHE_LOST_WORDS * 64)) / ng;
+    return g >> c->lost_shift;
 }
 
 static inline NBBS_ATOMIC(uint64_t) *stack_of(nbbs_cache_t *c, unsigned order)

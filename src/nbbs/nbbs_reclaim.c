@@ -12,11 +12,11 @@
  * block (the ring was full): its free frames are then named nowhere, so
  * its region is set in the owner's private lost map, and the caller marks
  * the order stranded so that refills harvest them. */
-static bool remember_part(nbbs_t *b, nbbs_cache_t *owner, unsigned order, uint64_t g0)
+static bool remember_part(nbbs_cache_t *owner, unsigned order, uint64_t g0)
 {
     uint64_t *e = &owner->part[order][owner->ptop[order]++ % CACHE_PARTS];
     if (owner->nparts[order] == CACHE_PARTS) {
-        uint64_t r = lost_region(*e >> NBBS_CARVE_ORDER, b->nleaves >> NBBS_CARVE_ORDER);
+        uint64_t r = lost_region(owner, *e >> NBBS_CARVE_ORDER);
         owner->lost[order][r >> 6] |= UINT64_C(1) << (r & 63); /* the oldest, written over */
         *e = g0;
         return false;
@@ -65,7 +65,7 @@ size_t nbbs__give_back(nbbs_t *b, nbbs_cache_t *owner, NBBS_ATOMIC(uint64_t) *s,
             done += m;
             if (!m && !owner)
                 stray_mark(b, g0); /* its free frames are named nowhere now */
-            else if (!m && !remember_part(b, owner, order, g0))
+            else if (!m && !remember_part(owner, order, g0))
                 stranded = true;
         } else if (nb_cas_u8(&b->index[leaf], &v, 0)) {
             nbbs__free_leaf(b, leaf, order);
