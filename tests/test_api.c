@@ -501,6 +501,52 @@ static void test_alloc_at(nbbs_layout_t lay)
     free(cm);
 }
 
+/* One free block among busy ones is found wherever it lies: after a fill of
+ * one order, each block in turn at the trees' and groups' edges, the arena's
+ * ends and a partial last tree is freed and must be what the next allocation
+ * returns (the scan starts at the previous one, so it also wraps). At the
+ * orders where a candidate is its word's only one (every TREE order; BUNCH
+ * orders 3 and 7) the scan passes runs of busy candidates word by word
+ * (FN(busy_run) in nbbs_search.inc), up to those edges. */
+static void test_last_free(nbbs_layout_t lay)
+{
+    static const unsigned orders[] = { 0, 3, 7, 9 };
+    nbbs_config_t c = { .min_block = 4096, .max_order = 10, .layout = lay };
+    size_t arena = (size_t)14 << 20; /* 3.5 trees of 4 MiB, groups of 2 MiB */
+    nbbs_t *b = nbbs_create(FAKE_BASE, arena, &c);
+    CHECK(b != NULL);
+    if (!b)
+        return;
+    for (unsigned oi = 0; oi < sizeof orders / sizeof orders[0]; oi++) {
+        unsigned o = orders[oi];
+        size_t n = arena >> (12 + o), got = 0, tree = (size_t)1024 >> o, group = (size_t)512 >> o;
+        char **p = malloc((n + 1) * sizeof *p);
+        while (got <= n && (p[got] = nbbs_alloc_order(b, o)) != NULL)
+            got++;
+        CHECK_EQ(got, n);
+        size_t at[] = { 0, 1, group - 1, group, group + 1, tree - 1, tree, tree + 1, 3 * tree - 1, 3 * tree,
+                        3 * tree + 1, n / 2, n - 2, n - 1, 0, n - 1, tree, 0, tree };
+        for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+            size_t k = at[i] < n ? at[i] : n - 1, j = 0;
+            char *want = FAKE_BASE + (k << (12 + o));
+            while (j < got && p[j] != want)
+                j++;
+            CHECK(j < got);
+            if (j == got)
+                break;
+            CHECK_EQ(nbbs_free(b, want), 0);
+            p[j] = nbbs_alloc_order(b, o);
+            CHECK(p[j] == want);
+            CHECK(nbbs_alloc_order(b, o) == NULL);
+        }
+        CHECK_EQ(nbbs_validate(b), 0);
+        for (size_t i = 0; i < got; i++)
+            CHECK_EQ(nbbs_free(b, p[i]), 0);
+        free(p);
+    }
+    nbbs_destroy(b);
+}
+
 int main(void)
 {
     for (unsigned i = 0; i < 2; i++) {
@@ -516,6 +562,7 @@ int main(void)
         test_fill_points(lay);
         test_alloc_at(lay);
         test_own_front_no_hole(lay);
+        test_last_free(lay);
     }
     TEST_MAIN_END();
 }
