@@ -17,7 +17,6 @@
 #include "check.h"
 #include "nbbs.h"
 #include "support/nbbs_testutil.h"
-#include "../src/nbbs/nbbs_internal.h" /* the hint word's join mark (test_join_once) */
 
 static const nbbs_layout_t layouts[] = { NBBS_LAYOUT_TREE, NBBS_LAYOUT_BUNCH };
 #define FAKE_BASE NBBS_TU_FAKE_BASE /* never mapped, never touched */
@@ -410,55 +409,6 @@ static void test_own_front_no_hole(nbbs_layout_t lay)
     nbbs_destroy(b);
 }
 
-/* The churn rule joins another context's group (one it entered at its
- * start, FN(claimed)) rather than break a free group when no group has
- * holes; a context does that once between its frees, and the next time it
- * breaks the free group (docs/design.md, "Convoys after cross-thread
- * frees"): two contexts that leapfrog through a mostly free arena part
- * instead of sharing every other group. Another context's groups are made
- * with nbbs_alloc_at (a live block at a group's first frame, no free since:
- * hole bit clear); this thread's order-0 fill point is set in its own hint
- * cell. 16 groups of 512 frames, 2 per 4 MiB tree. */
-static void test_join_once(nbbs_layout_t lay)
-{
-    nbbs_config_t c = { .min_block = 4096, .max_order = 10, .layout = lay };
-    nbbs_t *b = nbbs_create(FAKE_BASE, (size_t)32 << 20, &c);
-    CHECK(b != NULL);
-    if (!b)
-        return;
-    NBBS_ATOMIC(uint64_t) *hint = nbbs__hint_order(b, 0);
-#define LEAF(i) (FAKE_BASE + (size_t)(i) * 4096)
-    /* This context has filled group 1 (its last frame live, its fill point
-     * there); another context entered group 2. Group 3 is free. */
-    CHECK_EQ(nbbs_alloc_at(b, LEAF(1023), 0), 0);
-    CHECK_EQ(nbbs_alloc_at(b, LEAF(1024), 0), 0);
-    nb_hint_store(hint, 1023);
-    char *j = nbbs_alloc_order(b, 0);
-    CHECK(j == LEAF(1025)); /* joined group 2 beside the other's front */
-    CHECK((nb_hint_load(hint) & NBBS_HINT_JOINED) != 0);
-    /* Group 2 fills up; the other context enters group 3. Group 4 is free:
-     * this context, having joined once, breaks it. */
-    for (unsigned i = 1026; i < 1536; i++)
-        CHECK_EQ(nbbs_alloc_at(b, LEAF(i), 0), 0);
-    CHECK_EQ(nbbs_alloc_at(b, LEAF(1536), 0), 0);
-    char *k = nbbs_alloc_order(b, 0);
-    CHECK(k == LEAF(2048)); /* not 1537, beside the other's front again */
-    /* A free (not of the fill point's own block) clears the mark: the
-     * context may join once again. */
-    CHECK_EQ(nbbs_free(b, j), 0);
-    CHECK(nb_hint_load(hint) == 1025);
-    CHECK(nbbs_alloc_order(b, 0) == j); /* its own candidate, still unmarked */
-    CHECK((nb_hint_load(hint) & NBBS_HINT_JOINED) == 0);
-    CHECK_EQ(nbbs_free(b, j), 0);
-    CHECK_EQ(nbbs_free(b, k), 0);
-    for (unsigned i = 1023; i < 1537; i++)
-        if (i != 1025)
-            CHECK_EQ(nbbs_free(b, LEAF(i)), 0);
-#undef LEAF
-    CHECK_EQ(nbbs_validate(b), 0);
-    nbbs_destroy(b);
-}
-
 /* nbbs_alloc_at: exactly the block named, if free. Every bad argument is
  * NBBS_EINVAL and every block not free NBBS_EBUSY, both with the metadata
  * byte-identical; a success is a live block like any other, and pieces taken
@@ -566,7 +516,6 @@ int main(void)
         test_fill_points(lay);
         test_alloc_at(lay);
         test_own_front_no_hole(lay);
-        test_join_once(lay);
     }
     TEST_MAIN_END();
 }

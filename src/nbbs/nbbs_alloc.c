@@ -53,7 +53,7 @@ static inline __attribute__((__always_inline__)) void free_leaf(nbbs_t *b, uint6
 {
     unsigned r = b->max_order - order;
     NBBS_ATOMIC(uint64_t) *hint = nbbs__hint_order(b, order); /* the next allocation here starts at this block */
-    bool front = (nb_hint_load(hint) & ~NBBS_HINT_JOINED) == leaf;
+    bool front = nb_hint_load(hint) == leaf;
     if (!front)
         nb_hint_store(hint, leaf);
     /* A hole in a group: placement fills those first. Not the block at this

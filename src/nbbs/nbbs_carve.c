@@ -95,7 +95,7 @@ void *nbbs__carve_take(nbbs_t *b, unsigned order)
      * (or freed) frames last, so a run of takes under pressure does not
      * rescan what the previous ones passed. */
     NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b);
-    uint64_t g = ((nb_hint_load(hint) & ~NBBS_HINT_JOINED) >> NBBS_CARVE_ORDER) % ng;
+    uint64_t g = (nb_hint_load(hint) >> NBBS_CARVE_ORDER) % ng;
     for (uint64_t i = 0; i < ng; i++, g = g + 1 < ng ? g + 1 : 0) {
         carve_word_t x;
         x.w = nb_load_u64(carve_word(b, g << NBBS_CARVE_ORDER));
@@ -140,7 +140,7 @@ typedef struct {
 
 static inline stray_walk_t stray_walk(NBBS_ATOMIC(uint64_t) *hint, uint64_t ng)
 {
-    uint64_t g = ((nb_hint_load(hint) & ~NBBS_HINT_JOINED) >> NBBS_CARVE_ORDER) % ng;
+    uint64_t g = (nb_hint_load(hint) >> NBBS_CARVE_ORDER) % ng;
     return (stray_walk_t){ .g = g, .wi = g >> 6, .nw = (ng + 63) >> 6, .m0 = ~UINT64_C(0) << (g & 63), .i = 0 };
 }
 

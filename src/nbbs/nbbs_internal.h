@@ -57,15 +57,6 @@ _Static_assert(SLOT_REP(31) == (UINT64_C(1) << 40) - 1, "SLOT_REP fills 8 slots 
  * Small arenas get fewer cells: at most half a byte per min_block. */
 #define NBBS_HINTS 64u
 #define NBBS_HINT_STRIDE 8u /* uint64_t per cell: 64 bytes */
-/* The top bit of an order's word (orders below NBBS_HINT_STRIDE - 1, whose
- * word is their own): this context joined another context's group since its
- * last free that moved the word (FN(alloc): the churn rule, or the frame
- * beside the winner's after a lost race for a free group; docs/design.md
- * "Convoys after cross-thread frees"), so it breaks free groups instead of
- * joining again. A leaf never reaches the bit; every reader of a word masks
- * it, the allocations keep it, and a store of a plain leaf (a free, a carve)
- * clears it. */
-#define NBBS_HINT_JOINED (UINT64_C(1) << 63)
 _Static_assert(NBBS_HINT_STRIDE * 8 == 64 && (NBBS_HINTS & (NBBS_HINTS - 1)) == 0,
                "hint cells: one cache line each, a power of two of them");
 
