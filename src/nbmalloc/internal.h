@@ -116,7 +116,7 @@ static inline unsigned nbm__class_of_big(size_t n)
 /* Class of a size in [0, NBM_LARGE_MAX]. */
 static inline unsigned nbm__class_of(size_t n)
 {
-    return n <= NBM_FAST_MAX ? nbm__bin_of_small[(n + 15) >> 4] / 64u - 1u : nbm__class_of_big(n);
+    return n <= NBM_FAST_MAX ? nbm__bin_of_small[(n + 15) >> 4] / NBM_CACHE_LINE - 1u /* a bin is a line (below) */ : nbm__class_of_big(n);
 }
 
 /* --- descriptors and tagged stacks ---------------------------------------- */
@@ -412,6 +412,8 @@ static inline uint32_t nbm__unit_of(unsigned cls) { return (uint32_t)(cls + 1) <
 /* The class of a non-zero word. */
 static inline unsigned nbm__unit_class(uint32_t w) { return ((w & 0xffffu) >> NBM_UNIT_CLASS_SHIFT) - 1u; }
 _Static_assert(NBM_NCLASSES + 1 < 1 << (16 - NBM_UNIT_CLASS_SHIFT), "a class fits its bits of the unit word");
+_Static_assert((1u << NBM_UNIT_CLASS_SHIFT) == sizeof(nbm_bin_t),
+               "the unit word's low half is the bin's byte offset (free's fast path adds it to the heap record)");
 #define NBM_PAGE_FREED 0x80u
 
 NBM_HIDDEN extern _Atomic uintptr_t nbm__map[NBM_MAP_SIZE];
