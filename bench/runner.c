@@ -42,6 +42,10 @@ static uint64_t rq_wait_now(void)
     return end2 == end ? UINT64_MAX : v;
 }
 
+/* Where the thread's region starts, kept out of its record (bench.h). */
+static _Thread_local uint64_t rq_start;
+static _Thread_local long     vcsw_begin;
+
 static long vcsw_now(void)
 {
     struct rusage ru;
@@ -55,7 +59,7 @@ void bench_begin(bench_thread_t *t)
     t->alloc_cpu_ns = t->free_cpu_ns = 0;
     t->req_bytes = t->got_bytes = 0;
     bench_atomics_read(&t->at_begin);
-    t->vcsw_begin = vcsw_now();
+    vcsw_begin = vcsw_now();
     t->cpu_begin = bench_cpu_ns();
     t->t_begin = bench_now_ns();
 }
@@ -65,9 +69,9 @@ void bench_end(bench_thread_t *t)
     t->t_end = bench_now_ns();
     t->cpu_end = bench_cpu_ns();
     long v = vcsw_now();
-    t->vcsw = v >= 0 && t->vcsw_begin >= 0 ? v - t->vcsw_begin : -1;
+    t->vcsw = v >= 0 && vcsw_begin >= 0 ? v - vcsw_begin : -1;
     uint64_t rq = rq_wait_now();
-    t->rq_ns = rq != UINT64_MAX && t->rq_start != UINT64_MAX ? rq - t->rq_start : UINT64_MAX;
+    t->rq_ns = rq != UINT64_MAX && rq_start != UINT64_MAX ? rq - rq_start : UINT64_MAX;
     bench_atomics_t now;
     bench_atomics_read(&now);
     t->atomics.loads = now.loads - t->at_begin.loads;
@@ -159,7 +163,7 @@ static void *thread_main(void *arg)
     const bench_allocator_t *a = t->a;
     if (a->thread_attach && !(t->inst = a->thread_attach(t->run->inst, t->id)))
         die("%s: thread_attach failed for thread %d", a->name, t->id);
-    t->rq_start = rq_wait_now(); /* a thread waiting for a core after the barrier delays the run too */
+    rq_start = rq_wait_now(); /* a thread waiting for a core after the barrier delays the run too */
     bench_barrier(t);
     ta->w->thread(t);
     if (a->thread_detach)
