@@ -133,12 +133,14 @@ void json_result(FILE *f, const bench_workload_t *w, const bench_allocator_t *a,
         fprintf(f, "%s\n    {\"wall_s\": %.6g, \"ops\": %llu, \"allocs\": %llu, \"frees\": %llu, "
                    "\"failed\": %llu, \"ops_per_s\": %.6g, \"ns_per_op\": %.6g, \"pair_ns\": %.6g, \"cpu_pair_ns\": %.6g, "
                    "\"alloc_ns\": %.6g, \"free_ns\": %.6g, \"alloc_cpu_ns\": %.6g, \"free_cpu_ns\": %.6g, \"thread_ops_min\": %llu, "
-                   "\"thread_ops_max\": %llu, \"int_frag\": %.6g, \"peak_rss_kb\": %ld, \"minflt\": %.0f, \"frag\": [",
+                   "\"thread_ops_max\": %llu, \"int_frag\": %.6g, \"peak_rss_kb\": %ld, \"minflt\": %.0f, "
+                   "\"start_skew_us\": %.6g, \"rq_wait_us\": %.6g, \"vcsw\": %.0f, \"frag\": [",
                 i ? "," : "", r->wall_s, (unsigned long long)r->ops, (unsigned long long)r->allocs,
                 (unsigned long long)r->frees, (unsigned long long)r->failed, r->ops_per_s, r->ns_per_op,
                 r->pair_ns, r->cpu_pair_ns, r->alloc_ns, r->free_ns, r->alloc_cpu_ns, r->free_cpu_ns,
                 (unsigned long long)r->thread_ops_min,
-                (unsigned long long)r->thread_ops_max, r->int_frag, r->peak_rss_kb, r->minflt);
+                (unsigned long long)r->thread_ops_max, r->int_frag, r->peak_rss_kb, r->minflt,
+                r->start_skew_us, r->rq_wait_us, r->vcsw);
         for (int s = 0; s < r->nsnaps; s++) {
             const bench_snap_t *sn = &r->snaps[s];
             fprintf(f, "%s{\"phase\": ", s ? ", " : "");

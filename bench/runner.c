@@ -6,6 +6,7 @@
  * --repeat runs, each on a fresh allocator instance and fresh threads, and
  * reports the median with the min and max of the runs. See bench/README.md.
  */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -17,6 +18,40 @@
  * Hooks the workloads call (bench.h)
  * ------------------------------------------------------------------------ */
 
+/* The calling thread's time spent runnable but not running so far, in ns
+ * (the second field of /proc/thread-self/schedstat), or UINT64_MAX when the
+ * kernel does not keep it. Plain open/read: nothing here allocates, so the
+ * allocator under test sees no call from it. */
+static uint64_t rq_wait_now(void)
+{
+    char buf[96];
+    int fd = open("/proc/thread-self/schedstat", O_RDONLY);
+    if (fd < 0)
+        return UINT64_MAX;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return UINT64_MAX;
+    buf[n] = 0;
+    char *end;
+    strtoull(buf, &end, 10); /* time on the CPU */
+    if (*end != ' ')
+        return UINT64_MAX;
+    char *end2;
+    uint64_t v = strtoull(end, &end2, 10);
+    return end2 == end ? UINT64_MAX : v;
+}
+
+/* Where the thread's region starts, kept out of its record (bench.h). */
+static _Thread_local uint64_t rq_start;
+static _Thread_local long     vcsw_begin;
+
+static long vcsw_now(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw : -1;
+}
+
 void bench_begin(bench_thread_t *t)
 {
     t->allocs = t->frees = t->failed = 0;
@@ -24,6 +59,7 @@ void bench_begin(bench_thread_t *t)
     t->alloc_cpu_ns = t->free_cpu_ns = 0;
     t->req_bytes = t->got_bytes = 0;
     bench_atomics_read(&t->at_begin);
+    vcsw_begin = vcsw_now();
     t->cpu_begin = bench_cpu_ns();
     t->t_begin = bench_now_ns();
 }
@@ -32,6 +68,10 @@ void bench_end(bench_thread_t *t)
 {
     t->t_end = bench_now_ns();
     t->cpu_end = bench_cpu_ns();
+    long v = vcsw_now();
+    t->vcsw = v >= 0 && vcsw_begin >= 0 ? v - vcsw_begin : -1;
+    uint64_t rq = rq_wait_now();
+    t->rq_ns = rq != UINT64_MAX && rq_start != UINT64_MAX ? rq - rq_start : UINT64_MAX;
     bench_atomics_t now;
     bench_atomics_read(&now);
     t->atomics.loads = now.loads - t->at_begin.loads;
@@ -123,6 +163,7 @@ static void *thread_main(void *arg)
     const bench_allocator_t *a = t->a;
     if (a->thread_attach && !(t->inst = a->thread_attach(t->run->inst, t->id)))
         die("%s: thread_attach failed for thread %d", a->name, t->id);
+    rq_start = rq_wait_now(); /* a thread waiting for a core after the barrier delays the run too */
     bench_barrier(t);
     ta->w->thread(t);
     if (a->thread_detach)
@@ -135,13 +176,17 @@ static void collect(const bench_run_t *r, run_result_t *out, int rss_reset)
 {
     memset(out, 0, sizeof *out);
     uint64_t begin = UINT64_MAX, end = 0, busy_ns = 0, cpu_ns = 0, alloc_ns = 0, free_ns = 0, req = 0, got = 0;
-    uint64_t alloc_cpu = 0, free_cpu = 0;
+    uint64_t alloc_cpu = 0, free_cpu = 0, first_begin = 0, rq_ns = 0;
+    long vcsw = 0;
     out->thread_ops_min = UINT64_MAX;
     for (int i = 0; i < r->nthreads; i++) {
         const bench_thread_t *t = &r->threads[i];
         uint64_t ops = t->allocs + t->frees;
         begin = t->t_begin < begin ? t->t_begin : begin;
+        first_begin = t->t_begin > first_begin ? t->t_begin : first_begin;
         end = t->t_end > end ? t->t_end : end;
+        rq_ns = rq_ns == UINT64_MAX || t->rq_ns == UINT64_MAX ? UINT64_MAX : rq_ns + t->rq_ns;
+        vcsw = vcsw < 0 || t->vcsw < 0 ? -1 : vcsw + t->vcsw;
         busy_ns += t->t_end - t->t_begin;
         cpu_ns += t->cpu_end - t->cpu_begin;
         alloc_ns += t->alloc_ns;
@@ -163,6 +208,9 @@ static void collect(const bench_run_t *r, run_result_t *out, int rss_reset)
     }
     out->ops = out->allocs + out->frees;
     out->wall_s = (double)(end - begin) / 1e9;
+    out->start_skew_us = (double)(first_begin - begin) / 1e3;
+    out->rq_wait_us = rq_ns == UINT64_MAX ? -1 : (double)rq_ns / 1e3;
+    out->vcsw = (double)vcsw;
     out->ops_per_s = out->wall_s > 0 ? (double)out->ops / out->wall_s : 0;
     /* Per-thread cost: time each thread spent in its measured region per
      * operation it did (with T <= cores, the latency of one operation). */

@@ -48,6 +48,9 @@ typedef struct run_result {
     double   int_frag;     /* granted / requested bytes */
     long     peak_rss_kb;
     double   minflt;       /* minor page faults of the process during the run */
+    double   start_skew_us; /* last thread's start of the measured region after the first's */
+    double   rq_wait_us;   /* threads' run-queue wait from the start barrier to their end, summed (-1: unknown) */
+    double   vcsw;         /* threads' voluntary context switches in the measured region, summed (-1: unknown) */
     int      nsnaps;
     bench_snap_t snaps[BENCH_MAX_SNAPS];
     bench_atomics_t atomics;

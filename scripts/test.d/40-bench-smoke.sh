@@ -67,7 +67,8 @@ SUMMARY = ["wall_s", "ops_per_s", "ns_per_op", "pair_ns", "cpu_pair_ns", "alloc_
            "free_cpu_ns", "int_frag"]
 RUN = ["wall_s", "ops", "allocs", "frees", "failed", "ops_per_s", "ns_per_op", "alloc_ns", "free_ns",
        "alloc_cpu_ns", "free_cpu_ns",
-       "thread_ops_min", "thread_ops_max", "int_frag", "peak_rss_kb", "minflt", "frag"]
+       "thread_ops_min", "thread_ops_max", "int_frag", "peak_rss_kb", "minflt", "start_skew_us", "rq_wait_us",
+       "vcsw", "frag"]
 
 def load(name):
     path = os.path.join(res, name)
@@ -180,6 +181,27 @@ check(r.get("summary", {}).get("wall_s") == {"median": 2.0, "min": 1.0, "max": 3
 check(r.get("summary", {}).get("free_ns") == {"median": 8.0, "min": 7, "max": 9}, "merge_runs: -1 not left out")
 check(r.get("metrics", {}).get("x") == {"median": 2, "min": 1, "max": 5}, "merge_runs: metric summary")
 check(mrg.merge([]) is None, "merge_runs: merged nothing into a document")
+# The scheduler figures of a run: two CPU-bound threads pinned to one CPU
+# wait for each other, so their run-queue wait is a good share of the wall
+# time; one thread has no start skew.
+import shutil
+if shutil.which("taskset") and os.path.exists("/proc/thread-self/schedstat"):
+    def run1(pin, threads):
+        out = os.path.join(tmp, "sched.json")
+        cmd = (["taskset", "-c", "0"] if pin else []) + [bench, "--allocator", "malloc", "--workload", "thread-test",
+               "--threads", str(threads), "--scale", "quick", "--size", "8", "--rounds", "100", "--repeat", "1",
+               "--quiet", "--json", out]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        return json.load(open(out))["results"][0]["runs"][0]
+    x = run1(True, 2)
+    wall_us, rq = x["wall_s"] * 1e6, x.get("rq_wait_us", -1)
+    check(rq >= 0.25 * wall_us, f"pinned thread-test T=2: rq_wait_us {rq} for {wall_us:.0f} us")
+    check(x.get("vcsw", -1) >= 0, f"pinned thread-test T=2: vcsw {x.get('vcsw')}")
+    x = run1(False, 1)
+    check(x.get("start_skew_us") == 0 and x.get("rq_wait_us", -1) >= 0 and x.get("vcsw", -1) >= 0,
+          f"thread-test T=1: scheduler figures {x.get('start_skew_us')} {x.get('rq_wait_us')} {x.get('vcsw')}")
+else:
+    print("bench-smoke: no taskset or schedstat, scheduler figures not checked")
 mr = load("memreturn-glibc-1.json") if os.path.exists(os.path.join(res, "memreturn-glibc-1.json")) else None
 check(mr is not None, "no memreturn-glibc-1.json")
 if mr:
