@@ -27,9 +27,11 @@
  *    checked before the free, so two live objects that overlap are caught;
  *    then the exited threads' heaps are collected by nbm_purge;
  *  - a page emptied by its owner's frees and taken again for its class
- *    comes back with its free list (not carved again: the first object is
- *    the last one freed), holds the same objects, and after nbm_purge a
- *    page of the class is carved afresh from its start;
+ *    holds the same objects: below 512 B it comes back with its free list
+ *    (the first object is the last one freed); from 512 B it is carved
+ *    again from its colour upwards, and a second free of one of its objects
+ *    not carved again yet is still reported; after nbm_purge a page of the
+ *    class is carved afresh from its start;
  *  - the owner's free that empties a full page that is not current gives
  *    the page back at once, and a full page's first free makes that object
  *    the next one handed out once the current page is used up;
