@@ -179,10 +179,14 @@ uint32_t nbm__page_carve(nbm_page_t *pg, void **head, uint32_t max)
     pg->left = (uint16_t)(pg->left - n);
     pg->uw = (uint16_t)(pg->uw + n); /* handed out, or on the bin's list */
     char *first = (char *)base + (size_t)carved * c->size;
-    for (uint32_t k = 0; k < n; k++) {
-        void **o = (void **)(first + (size_t)k * c->size);
-        o[0] = first + (size_t)(k + 1) * c->size;
-        o[1] = (void *)((uintptr_t)o ^ nbm__secret);
+    /* The secret in a register: read in the loop, it was loaded again
+     * after every link's store, which might have changed it (4
+     * instructions an object for the tag, 2 now). */
+    const uintptr_t secret = nbm__secret;
+    const size_t size = c->size;
+    for (char *o = first, *end = first + (size_t)n * size; o != end; o += size) {
+        ((void **)o)[0] = o + size;
+        ((void **)o)[1] = (void *)((uintptr_t)o ^ secret);
     }
     if (s) { /* s .. n - 1, then 0 .. s - 1 */
         *(void **)(first + (size_t)(n - 1) * c->size) = first;
