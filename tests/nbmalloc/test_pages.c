@@ -27,9 +27,11 @@
  *    checked before the free, so two live objects that overlap are caught;
  *    then the exited threads' heaps are collected by nbm_purge;
  *  - a page emptied by its owner's frees and taken again for its class
- *    comes back with its free list (not carved again: the first object is
- *    the last one freed), holds the same objects, and after nbm_purge a
- *    page of the class is carved afresh from its start;
+ *    holds the same objects: below 512 B it comes back with its free list
+ *    (the first object is the last one freed); from 512 B it is carved
+ *    again from its colour upwards, and a second free of one of its objects
+ *    not carved again yet is still reported; after nbm_purge a page of the
+ *    class is carved afresh from its start;
  *  - the owner's free that empties a full page that is not current gives
  *    the page back at once, and a full page's first free makes that object
  *    the next one handed out once the current page is used up;
@@ -51,6 +53,7 @@
 #include <unistd.h>
 
 #include "../check.h"
+#include "child.h"
 #include "nbmalloc.h"
 #include "rss.h"
 
@@ -373,47 +376,85 @@ static void test_remote_page_reuse(void)
 }
 
 /* --- an emptied page taken again by its class ------------------------------ */
-#define REVIVE_SIZE 2560 /* a class no other test here uses: 25 objects a 64 KiB page */
-#define REVIVE_N    200
+/* Classes no other test here uses: 2560 B, 25 objects a 64 KiB page (at or
+ * above NBM_RECARVE_MIN, 512 B: carved again) and 192 B, 341 objects a page
+ * (below: its list handed out as it was). */
+#define REVIVE_MAX 1400
 
 static uintptr_t page_of(const void *p) { return (uintptr_t)p & ~(uintptr_t)0xffff; }
 
-static void test_spare_revive(void)
+static char *revive_v[REVIVE_MAX], *revive_freed[REVIVE_MAX];
+
+/* n objects of `size`, then the first page emptied by the owner's frees, in
+ * address order, while it is full and not current: the last `skip`
+ * objects are freed first, so the thread's list is full (its room is at
+ * most lim plus the last refill's objects) and the first page's frees go to
+ * it; the last of them empties it. Returns the page (0 if it failed:
+ * checked); the objects freed are revive_freed[0 .. *nfreed - 1]. */
+static uintptr_t revive_empty_first(size_t size, int n, int skip, int *nfreed)
 {
-    static char *v[REVIVE_N];
-    for (int i = 0; i < REVIVE_N; i++) {
-        v[i] = nbm_malloc(REVIVE_SIZE);
+    char **v = revive_v;
+    *nfreed = 0;
+    for (int i = 0; i < n; i++) {
+        v[i] = nbm_malloc(size);
         CHECK(v[i] != NULL);
         if (!v[i])
-            return;
-        memset(v[i], 0x5a, REVIVE_SIZE);
+            return 0;
+        memset(v[i], 0x5a, size);
     }
-    /* The first page is full and not current (later pages were taken):
-     * free every object on it, in order; the last free empties it. The
-     * list first takes 50 frees of the last pages' objects (its room is at
-     * most lim, 16, and the 25 of the last refill), so p1's go to it. */
     uintptr_t p1 = page_of(v[0]);
-    for (int i = REVIVE_N - 1; i >= REVIVE_N - 50; i--) {
+    for (int i = n - 1; i >= n - skip; i--) {
         CHECK(page_of(v[i]) != p1);
         nbm_free(v[i]);
         v[i] = NULL;
     }
-    char *freed[REVIVE_N];
-    int nfreed = 0;
-    for (int i = 0; i < REVIVE_N; i++)
-        if (page_of(v[i]) == p1) {
-            freed[nfreed++] = v[i];
+    for (int i = 0; i < n; i++)
+        if (v[i] && page_of(v[i]) == p1) {
+            revive_freed[(*nfreed)++] = v[i];
             nbm_free(v[i]);
             v[i] = NULL;
         }
-    CHECK(nfreed >= 8);
-    /* Allocate until the page serves again: its first object is the last
-     * one freed (a carve would start at the page's first object, freed
-     * first), and it hands out exactly the objects it held. */
-    char *w[2 * REVIVE_N];
-    int nw = 0, first = -1, back = 0;
-    for (; nw < 2 * REVIVE_N && back < nfreed; nw++) {
-        w[nw] = nbm_malloc(REVIVE_SIZE);
+    CHECK(*nfreed >= 8);
+    return p1;
+}
+
+/* In a child: the emptied page revived for its class (2560 B: carved
+ * again, a batch at a time), one object of it handed out, then one not
+ * carved again yet freed a second time. */
+static void revive_double_free(void **shared)
+{
+    (void)shared;
+    int nfreed;
+    uintptr_t p1 = revive_empty_first(2560, 200, 50, &nfreed);
+    if (!p1 || nfreed < 8)
+        return;
+    for (int i = 0; i < 400; i++) {
+        char *p = nbm_malloc(2560);
+        if (p && page_of(p) == p1)
+            break;
+    }
+    nbm_free(revive_freed[nfreed - 2]); /* on the list, or not carved again: not handed out */
+}
+
+/* The emptied page comes back for its class and hands out exactly the
+ * objects it held. At 2560 B it is carved again: from the object at its
+ * colour (as a fresh page's first carve), in ascending addresses, not
+ * from the last one freed down as its list had them; a second free of one of its objects
+ * not carved again yet is still reported. At 192 B its list serves as it
+ * was: the first object is the last one freed. */
+static void test_spare_revive(size_t size, int n, int skip, bool recarve)
+{
+    int nfreed;
+    uintptr_t p1 = revive_empty_first(size, n, skip, &nfreed);
+    if (!p1)
+        return;
+    char **v = revive_v, **freed = revive_freed;
+    /* Allocate until the page serves again. */
+    static char *w[2 * REVIVE_MAX];
+    int nw = 0, first = -1, back = 0, falls = 0;
+    char *last = NULL;
+    for (; nw < 2 * n && back < nfreed; nw++) {
+        w[nw] = nbm_malloc(size);
         CHECK(w[nw] != NULL);
         if (!w[nw])
             break;
@@ -424,30 +465,45 @@ static void test_spare_revive(void)
             for (int k = 0; k < nfreed; k++)
                 known += freed[k] == w[nw];
             CHECK_EQ(known, 1);
+            falls += last > w[nw];
+            last = w[nw];
             back++;
         }
-        memset(w[nw], nw & 0xff, REVIVE_SIZE);
+        memset(w[nw], nw & 0xff, size);
     }
     CHECK(first >= 0);
-    if (first >= 0)
+    if (first >= 0 && recarve) {
+        /* Its colour (test_colour): the objects before it come at the end
+         * of the first batch, the one step down. */
+        unsigned step = (unsigned)((p1 >> 16) ^ (7u * ((p1 >> 30) & 1u))) & 7u;
+        size_t s = (step * 512u + size - 1) / size;
+        CHECK(w[first] == (char *)p1 + s * size);
+        CHECK(falls <= (s != 0));
+    } else if (first >= 0) {
         CHECK(w[first] == freed[nfreed - 1]);
+    }
     CHECK_EQ(back, nfreed);
     size_t bad = 0;
     for (int i = 0; i < nw; i++) {
-        for (int k = 0; k < REVIVE_SIZE; k += 64)
+        for (size_t k = 0; k < size; k += 64)
             bad += w[i][k] != (char)(i & 0xff);
         nbm_free(w[i]);
     }
-    for (int i = 0; i < REVIVE_N; i++)
+    for (int i = 0; i < n; i++)
         nbm_free(v[i]);
     CHECK_EQ(bad, 0);
     /* nbm_purge returns the emptied pages (their memory and their lists):
-     * the class's next page is carved from its first object. */
+     * the class's next page, its only one, is carved from its first object
+     * (its first carve is one object: its colour would reach past the
+     * first 4 KiB). */
     nbm_purge();
-    char *q = nbm_malloc(REVIVE_SIZE);
-    CHECK(q != NULL);
-    CHECK(q != NULL && ((uintptr_t)q & 0xffff) == 0);
-    nbm_free(q);
+    if (recarve) {
+        char *q = nbm_malloc(size);
+        CHECK(q != NULL);
+        CHECK(q != NULL && ((uintptr_t)q & 0xffff) == 0);
+        nbm_free(q);
+        CHECK(child_aborts("revived page, double free", revive_double_free, "double free"));
+    }
     nbm_purge(); /* no page of this test left for the next one to take */
 }
 
@@ -936,7 +992,8 @@ int main(int argc, char **argv)
 #endif
     test_return(mib, check_rss);
     test_stats_threads();
-    test_spare_revive();
+    test_spare_revive(2560, 200, 50, true);
+    test_spare_revive(192, 1400, 300, false);
     test_owner_edges();
     test_list_any_page();
     test_idle_list();
