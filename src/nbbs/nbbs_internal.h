@@ -70,6 +70,10 @@ _Static_assert(NBBS_HINT_STRIDE * 8 == 64 && (NBBS_HINTS & (NBBS_HINTS - 1)) == 
 #define NBBS_GROUP_ORDER 9u /* default of nbbs_config_t.group_order */
 #define NBBS_HOLE_VISITS 8u
 #define NBBS_HOLE_WORDS  64u
+/* The loser of a race for a wholly free tree chooses again from the middle
+ * of the run of free trees after it, of which it looks at up to
+ * NBBS_RUN_LOOK (FN(run_middle) in nbbs_search.inc). */
+#define NBBS_RUN_LOOK    64u
 
 #define NBBS_MAGIC UINT64_C(0x6e6262732d763100) /* "nbbs-v1" */
 #define NBBS_MAX_ROWS (NBBS_MAX_ORDER + 1)
