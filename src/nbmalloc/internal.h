@@ -298,6 +298,7 @@ typedef struct nbm_binx {
 #define NBM_MCACHE_ORDERS 8 /* medium blocks of 4..512 KiB: one per order (of their class) per thread */
 #define NBM_SPARE_ORDER0 4  /* page orders: 64 KiB and 128 KiB pages */
 #define NBM_SPARE_ORDERS 2
+#define NBM_SPARE_KEEP 8    /* spares per page order never moved into medium blocks (nbm__spares_fill) */
 #define NBM_SHARED_ORDER 6  /* pages of 256 KiB (large classes): no spares, the medium cache (spare.c) */
 #define NBM_KEPT_ORDERS  4  /* a heap's kept pages (heap.c): 64 KiB .. 512 KiB */
 

@@ -91,7 +91,10 @@ void nbm__spares_give(nbm_tcache_t *tc)
     }
 }
 
-/* Whole spares, larger pages first, their memory moved into the hole; a run
+/* Whole spares beyond the NBM_SPARE_KEEP of each order the heap keeps for
+ * its own next pages (moved out, they would only make those fault in fresh
+ * blocks, each move holding the mmap lock against other threads' faults),
+ * larger pages first, their memory moved into the hole; a run
  * of spares that follow each other on the list and in memory (as pages
  * emptied in the order they were filled do) moves with one call. Each
  * leaves the heap as a released spare does, but with nothing left to purge.
@@ -106,7 +109,7 @@ size_t nbm__spares_fill(nbm_tcache_t *tc, char *block, size_t off, size_t len)
     for (unsigned k = NBM_SPARE_ORDERS; k-- > 0;) {
         unsigned order = k + NBM_SPARE_ORDER0;
         size_t size = NBM_PAGE << order;
-        while (tc->spare[k] && len - done >= size) {
+        while (tc->spare[k] && tc->nspare[k] > NBM_SPARE_KEEP && len - done >= size) {
             nbm_page_t *last = tc->spare[k];
             uintptr_t base = nbm__page_base(last);
             /* Over budget the spares stay the heap's: once detached and
@@ -116,7 +119,8 @@ size_t nbm__spares_fill(nbm_tcache_t *tc, char *block, size_t off, size_t len)
                 return done;
             size_t run = size;
             uint32_t n = 1;
-            while (last->next && len - done - run >= size && nbm__page_base(last->next) == base + run) {
+            while (last->next && n < tc->nspare[k] - NBM_SPARE_KEEP && len - done - run >= size &&
+                   nbm__page_base(last->next) == base + run) {
                 last = last->next;
                 run += size;
                 n++;

@@ -26,7 +26,8 @@
  *     4 moves of a thread's spares, freed, taken by a page of 72 KiB objects,
  *     emptied and purged (mapped afresh): every round moves its 64 pages and
  *     the mappings stay flat (a forgotten count left nothing to move after
- *     8 rounds: 32 units, 4 a round).
+ *     8 rounds: 32 units, 4 a round); a heap with no more spares than the
+ *     8 a heap keeps per page order moves none of them.
  *   nbm_test_policy saturate (run with NBM_MOVE_BUDGET=300 and
  *                             NBM_PURGE_DELAY_MS=3600000)
  *     a block's count does not saturate: a 20 MiB block takes 300 moves of
@@ -103,6 +104,9 @@
 #include "../check.h"
 
 #define MIB ((size_t)1 << 20)
+/* NBM_SPARE_KEEP (src/nbmalloc/internal.h): spares per page order a heap
+ * keeps for its own pages, never moved into a medium block's hole. */
+#define SPARE_KEEP 8
 
 static void touch(char *p, size_t n)
 {
@@ -645,7 +649,8 @@ static void bud_churn(int n)
  * The live small objects keep their bytes, and new ones work. */
 static void bud_spares(bool spent)
 {
-    enum { OBJS = 16 * 1024 }; /* 1 MiB of 64-byte objects: 16 pages of 64 KiB */
+    enum { OBJS = 32 * 1024 }; /* 2 MiB of 64-byte objects: 32 pages of 64 KiB, 24 of them spares below,
+                                  SPARE_KEEP of which never move */
     static char *o[OBJS];
     for (int i = 0; i < OBJS; i++) {
         o[i] = nbm_malloc(64);
@@ -829,7 +834,8 @@ static size_t carry_round(size_t size, size_t spares, void **block)
 }
 
 /* nbm_test_policy carry (NBM_MOVE_BUDGET=32, NBM_PURGE_DELAY_MS=3600000):
- * round after round a block of 256 KiB is moved into (4 spares, 4 units),
+ * round after round a block of 256 KiB is moved into (4 of the heap's
+ * spares beyond the SPARE_KEEP it keeps, 4 units),
  * freed, taken by a page of 72 KiB objects (pages of 256 KiB: the shared
  * medium cache), emptied and purged. Each round's moves are healed at the
  * purge, so every round moves its 64 pages, and the mappings stay flat.
@@ -845,7 +851,7 @@ static void test_carry(void)
     int rounds = 24, paged = 0;
     for (int r = 0; r < rounds; r++) {
         void *blk;
-        size_t moved = carry_round(256 * 1024, 4, &blk);
+        size_t moved = carry_round(256 * 1024, 4 + SPARE_KEEP, &blk);
         total += moved;
         /* The block, cached, becomes a page of the 72 KiB class. */
         void *o[3];
@@ -872,6 +878,12 @@ static void test_carry(void)
            total, rounds, b, paged, m0, worst);
     CHECK(paged >= rounds / 2); /* the path under test was taken */
     CHECK(worst <= m0 + BUD_SLACK);
+    /* A heap with no more spares than it keeps moves none: the block
+     * faults, the spares stay for the heap's own next pages. */
+    void *blk;
+    size_t few = carry_round(256 * 1024, SPARE_KEEP - 2, &blk);
+    printf("carry: %d spares or so, %zu pages moved (none: the heap keeps %d)\n", SPARE_KEEP - 1, few, SPARE_KEEP);
+    CHECK_EQ(few, (size_t)0);
 }
 
 /* nbm_test_policy saturate (NBM_MOVE_BUDGET=300, NBM_PURGE_DELAY_MS=3600000):
