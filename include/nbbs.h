@@ -64,7 +64,8 @@ typedef enum nbbs_layout {
 
 typedef struct nbbs_config {
     size_t        min_block;   /* allocation unit in bytes, a power of two >= 8; 0 means 4096 */
-    unsigned      max_order;   /* largest block = min_block << max_order; 0 means as large as the arena allows */
+    unsigned      max_order;   /* largest block = min_block << max_order; 0 means as large as the arena
+                                * allows, at most 2^62 bytes (a larger arena gets several trees) */
     nbbs_layout_t layout;      /* 0 means NBBS_LAYOUT_BUNCH */
     unsigned      group_order; /* blocks of this order are kept whole while smaller blocks fit
                                 * elsewhere (huge pages: 9 for 2 MiB of 4 KiB frames); 0 means
@@ -92,7 +93,7 @@ typedef struct nbbs_config {
  * means all defaults). Returns 0 if the configuration is invalid: min_block
  * not a power of two >= 8, arena_size 0 or not a multiple of min_block,
  * layout unknown, max_order > NBBS_MAX_ORDER or a max block larger than the
- * arena, group_order > max_order. */
+ * arena or than 2^62 bytes, group_order > max_order. */
 size_t nbbs_meta_size(size_t arena_size, const nbbs_config_t *cfg);
 
 /* Builds an instance in caller-provided metadata (kernel-friendly: no libc,
