@@ -64,7 +64,8 @@ typedef enum nbbs_layout {
 
 typedef struct nbbs_config {
     size_t        min_block;   /* allocation unit in bytes, a power of two >= 8; 0 means 4096 */
-    unsigned      max_order;   /* largest block = min_block << max_order; 0 means as large as the arena allows */
+    unsigned      max_order;   /* largest block = min_block << max_order; 0 means as large as the arena
+                                * allows, at most 2^62 bytes (a larger arena gets several trees) */
     nbbs_layout_t layout;      /* 0 means NBBS_LAYOUT_BUNCH */
     unsigned      group_order; /* blocks of this order are kept whole while smaller blocks fit
                                 * elsewhere (huge pages: 9 for 2 MiB of 4 KiB frames); 0 means
@@ -92,7 +93,7 @@ typedef struct nbbs_config {
  * means all defaults). Returns 0 if the configuration is invalid: min_block
  * not a power of two >= 8, arena_size 0 or not a multiple of min_block,
  * layout unknown, max_order > NBBS_MAX_ORDER or a max block larger than the
- * arena, group_order > max_order. */
+ * arena or than 2^62 bytes, group_order > max_order. */
 size_t nbbs_meta_size(size_t arena_size, const nbbs_config_t *cfg);
 
 /* Builds an instance in caller-provided metadata (kernel-friendly: no libc,
@@ -184,7 +185,12 @@ typedef struct nbbs_stats {
     size_t        index_bytes;   /* of which the per-min_block index */
     size_t        used_bytes;    /* bytes in live blocks */
     size_t        free_bytes;    /* arena_size - used_bytes */
-    size_t        largest_free;  /* size of the largest block that could be allocated now */
+    size_t        largest_free;  /* size of the largest free block in the tree: the largest
+                                  * block an allocation gets now without taking blocks from
+                                  * frame caches (these count as used, see below). An
+                                  * allocation that takes or reclaims cached blocks can get a
+                                  * larger one: with every frame of the arena cached, this
+                                  * is 0 and a whole max block can still be allocated */
     size_t        live_blocks;   /* number of live blocks */
     size_t        blocks[NBBS_MAX_ORDER + 1]; /* live blocks per order */
     /* Blocks held by frame caches (nbbs_cache_*). They are counted as used
@@ -204,8 +210,10 @@ void nbbs_get_stats(const nbbs_t *b, nbbs_stats_t *out);
  * describes [base + i * (min_block << order), ...) as NBBS_MAP_FREE (no
  * byte used), NBBS_MAP_PARTIAL (some bytes used) or NBBS_MAP_FULL (every byte
  * used, or beyond the arena's end). Returns the number of entries written
- * (ceil(arena_size / (min_block << order))), or NBBS_EINVAL if b or out is
- * NULL, order > max_order, or out_len is too small. */
+ * (ceil(arena_size / (min_block << order))), or NBBS_EINVAL, writing nothing,
+ * if b or out is NULL, order > max_order, out_len is too small, or the map
+ * would have more than INT32_MAX entries (the int result could not count
+ * them: map such an arena at a higher order). */
 int nbbs_occupancy_map(const nbbs_t *b, unsigned order, uint8_t *out, size_t out_len);
 
 enum { NBBS_MAP_FREE = 0, NBBS_MAP_PARTIAL = 1, NBBS_MAP_FULL = 2 };
@@ -264,7 +272,8 @@ int nbbs_validate(const nbbs_t *b);
 typedef struct nbbs_cache nbbs_cache_t;
 
 typedef struct nbbs_cache_config {
-    unsigned orders;   /* orders 0 .. orders - 1 are cached; 0 means 4 (0..3) */
+    unsigned orders;   /* orders 0 .. orders - 1 are cached; 0 means 4 (0..3), or
+                        * max_order + 1 if the instance's max_order is below 3 */
     unsigned batch;    /* blocks per refill and per drain step; 0 means 16 */
     unsigned capacity; /* blocks held per order at most; 0 means 4 * batch */
 } nbbs_cache_config_t;
@@ -285,8 +294,8 @@ size_t nbbs_cache_size(const nbbs_cache_config_t *cfg);
  * attaches it to b, so that allocations elsewhere can take its blocks under
  * pressure. Returns the cache (which lives at mem), or NULL, writing
  * nothing, if mem or b is NULL or not an instance, mem is misaligned or too
- * small, cfg is invalid, orders - 1 > b's max_order, or mem is already a
- * cache of b. A cache stays attached to b for b's lifetime: its memory must
+ * small, cfg is invalid, orders - 1 > b's max_order (an orders of 0, the
+ * default, is cut to max_order + 1 instead), or mem is already a cache of b. A cache stays attached to b for b's lifetime: its memory must
  * stay valid as long as b is used, and it can be handed from owner to owner
  * but not detached (drain it when its owner goes away, e.g. a CPU going
  * offline). nbbs_cache_init may run concurrently with any operation on b. */

@@ -304,6 +304,36 @@ static void test_untouched_arena(nbbs_layout_t lay)
     munmap(none, arena);
 }
 
+/* max_order 0 (the default) on an arena of 2^62 bytes or more: the largest
+ * order that both the arena and the 2^62-byte limit on a block allow, in
+ * several trees, not a refused configuration (it was refused, though an
+ * explicit max_order of 22 here was accepted). */
+static void test_huge_default(nbbs_layout_t lay)
+{
+    CHECK(nbbs_meta_size((size_t)1 << 63, NULL) > 0);
+    nbbs_config_t c = { .min_block = (size_t)1 << 40, .max_order = 0, .layout = lay };
+    size_t arena = (size_t)1 << 63, max = (size_t)1 << 62;
+    char *base = (char *)((uintptr_t)1 << 40); /* never mapped, never touched */
+    nbbs_t *b = nbbs_create(base, arena, &c);
+    CHECK(b != NULL);
+    if (!b)
+        return;
+    nbbs_stats_t s;
+    nbbs_get_stats(b, &s);
+    CHECK_EQ(s.max_order, 22);
+    CHECK_EQ(s.largest_free, max);
+    char *p = nbbs_alloc(b, max), *q = nbbs_alloc_order(b, 22);
+    CHECK(p && q && p != q && (p == base || p == base + max) && (q == base || q == base + max));
+    CHECK(nbbs_alloc(b, 1) == NULL);
+    CHECK(nbbs_alloc(b, max + 1) == NULL);
+    CHECK_EQ(nbbs_free(b, p), 0);
+    CHECK_EQ(nbbs_free(b, q), 0);
+    nbbs_get_stats(b, &s);
+    CHECK_EQ(s.free_bytes, arena);
+    CHECK_EQ(nbbs_validate(b), 0);
+    nbbs_destroy(b);
+}
+
 /* The bound: no more than 4 bytes of metadata per min_block. */
 static void test_metadata_size(nbbs_layout_t lay)
 {
@@ -559,6 +589,7 @@ int main(void)
         test_stats_and_map(lay);
         test_untouched_arena(lay);
         test_metadata_size(lay);
+        test_huge_default(lay);
         test_fill_points(lay);
         test_alloc_at(lay);
         test_own_front_no_hole(lay);

@@ -134,6 +134,10 @@ static void test_init(nbbs_layout_t lay)
     void *p = nbbs_cache_alloc(c3, 1), *q = nbbs_cache_alloc(c3, 0);
     CHECK(p != NULL && q == NULL); /* the one order-1 block is the whole arena */
     CHECK_EQ(nbbs_cache_free(c3, p), 0);
+    /* largest_free is the tree's view (nbbs.h): 0 with the whole arena
+     * cached, though the allocation below still gets a block of it. */
+    nbbs_stats_t ss = stats(small.b);
+    CHECK(ss.largest_free == 0 && ss.free_bytes == 0 && ss.cached_bytes == 2 * 4096);
     q = nbbs_cache_alloc(c3, 0); /* reclaims the cached order-1 block and splits it */
     CHECK(q != NULL);
     CHECK(nbbs_cache_alloc(c3, 2) == NULL); /* beyond max order */

@@ -29,8 +29,11 @@ bool nbbs__geometry(size_t arena_size, const nbbs_config_t *cfg, nbbs_geom_t *g)
     g->min_shift = log2_floor(c.min_block);
     g->nleaves = (uint64_t)arena_size >> g->min_shift;
     unsigned fit = log2_floor(g->nleaves); /* largest order that fits the arena */
+    /* The default is the largest order both the arena and the limit on a
+     * block's size (2^62 bytes) allow: an arena of 2^62 bytes or more has a
+     * max block smaller than itself then, not a refused configuration. */
     if (c.max_order == 0)
-        c.max_order = fit;
+        c.max_order = g->min_shift + fit > 62 && g->min_shift <= 62 ? 62 - g->min_shift : fit;
     if (c.max_order > fit || c.max_order > NBBS_MAX_ORDER || g->min_shift + c.max_order > 62)
         return false;
 
