@@ -43,13 +43,15 @@ NBM_OVERRIDE int malloc_trim(size_t pad)
     return after.purged_bytes != before.purged_bytes;
 }
 
-/* glibc's memalign accepts any alignment, rounding a non-power of two up. */
+/* glibc's memalign accepts any alignment, rounding a non-power of two up;
+ * as there, only one above 2^63 (nothing to round to) is EINVAL: one between
+ * 2^62 and 2^63 becomes 2^63 and fails with ENOMEM. */
 NBM_OVERRIDE void *memalign(size_t align, size_t n)
 {
     if (align <= NBM_MIN_ALIGN)
         return nbm__malloc_fast(n);
     if (align & (align - 1)) {
-        if (align > ((size_t)1 << 62)) {
+        if (align > ((size_t)1 << 63)) {
             errno = EINVAL;
             return NULL;
         }

@@ -72,6 +72,13 @@ int main(void)
     q = memalign(odd_align, 100); /* glibc rounds a non-power of two up */
     CHECK(q && ((uintptr_t)q & 127) == 0);
     free(q);
+    /* glibc rounds up to 2^63 too, so an alignment between 2^62 and 2^63
+     * fails with ENOMEM (no such block), and only one above 2^63 (no power
+     * of two to round to) with EINVAL */
+    errno = 0;
+    CHECK(memalign(((size_t)1 << 62) + odd_align, 1) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(memalign(((size_t)1 << 63) + odd_align, 1) == NULL && errno == EINVAL);
     q = valloc(1);
     CHECK(q && ((uintptr_t)q & 4095) == 0);
     free(q);
