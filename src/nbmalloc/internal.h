@@ -575,7 +575,7 @@ NBM_HIDDEN void  nbm__block_free(nbm_arena_t *ar, void *p);          /* back to 
  * block of order o + 1 is kept whole (*whole). NULL: no block of order
  * o + 1 could be had. The block's pieces go back with
  * nbm__block_free_pieces (a whole one with nbm__block_free). */
-NBM_HIDDEN void *nbm__block_alloc_pieces(size_t pages, uint32_t *hint, bool *whole);
+NBM_HIDDEN void *nbm__block_alloc_pieces(size_t pages, bool pack, uint32_t *hint, bool *whole);
 NBM_HIDDEN void  nbm__block_free_pieces(nbm_arena_t *ar, void *p, size_t pages);
 /* Resident free memory moves where it is needed (one budget for all
  * sizes): a medium block of NBM_MOVE_ORDER and up whose request reaches past
