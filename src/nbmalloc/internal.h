@@ -567,8 +567,11 @@ NBM_HIDDEN void *nbm__block_alloc(unsigned order, uint32_t *hint);  /* a back-en
 NBM_HIDDEN void *nbm__block_cached(unsigned order); /* a block of the medium cache, or NULL */
 NBM_HIDDEN void  nbm__block_free(nbm_arena_t *ar, void *p);          /* back to the back-end */
 /* A block of `pages` 4 KiB pages, not a power of two (2^o < pages <
- * 2^(o+1)), made of contiguous back-end blocks, one per binary digit of
- * pages, largest first: the back-end's search finds a free block of order
+ * 2^(o+1)), made of contiguous back-end blocks. With pack, first right
+ * after the thread's last such block (greedy aligned buddy blocks taken
+ * with nbbs_alloc_at, on any page; all given back if one is refused).
+ * Otherwise one per binary digit of pages, largest first: the back-end's
+ * search finds a free block of order
  * o + 1, which goes back and its pieces are taken in place
  * (nbbs_alloc_at). A piece lost to a concurrent allocation gives back the
  * pieces taken and the search runs again; after NBM_PIECE_TRIES the

@@ -7,8 +7,9 @@
  * are of the smallest medium class that holds max(size, align) (below): up
  * to 128 KiB a back-end block of an order, above 8 classes per doubling
  * made of 1-4 contiguous back-end blocks. The back-end aligns a block to its
- * size (a block of pieces starts where a free block of the next power of
- * two did), and an arena base is 1 GiB aligned. The page_order byte of the
+ * size; a block of pieces starts either where a free block of the next power
+ * of two did, or packed right after the thread's last block of pieces, on any
+ * page (fits_align below); an arena base is 1 GiB aligned. The page_order byte of the
  * first page holds the class + 1 and says the block is the user's (a piece
  * boundary inside a block finds 0: an interior pointer); free
  * sets its bit 7 with a CAS (of two racing frees one wins, the other sees a
