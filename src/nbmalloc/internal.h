@@ -567,15 +567,18 @@ NBM_HIDDEN void *nbm__block_alloc(unsigned order, uint32_t *hint);  /* a back-en
 NBM_HIDDEN void *nbm__block_cached(unsigned order); /* a block of the medium cache, or NULL */
 NBM_HIDDEN void  nbm__block_free(nbm_arena_t *ar, void *p);          /* back to the back-end */
 /* A block of `pages` 4 KiB pages, not a power of two (2^o < pages <
- * 2^(o+1)), made of contiguous back-end blocks, one per binary digit of
- * pages, largest first: the back-end's search finds a free block of order
+ * 2^(o+1)), made of contiguous back-end blocks. With pack, first right
+ * after the thread's last such block (greedy aligned buddy blocks taken
+ * with nbbs_alloc_at, on any page; all given back if one is refused).
+ * Otherwise one per binary digit of pages, largest first: the back-end's
+ * search finds a free block of order
  * o + 1, which goes back and its pieces are taken in place
  * (nbbs_alloc_at). A piece lost to a concurrent allocation gives back the
  * pieces taken and the search runs again; after NBM_PIECE_TRIES the
  * block of order o + 1 is kept whole (*whole). NULL: no block of order
  * o + 1 could be had. The block's pieces go back with
  * nbm__block_free_pieces (a whole one with nbm__block_free). */
-NBM_HIDDEN void *nbm__block_alloc_pieces(size_t pages, uint32_t *hint, bool *whole);
+NBM_HIDDEN void *nbm__block_alloc_pieces(size_t pages, bool pack, uint32_t *hint, bool *whole);
 NBM_HIDDEN void  nbm__block_free_pieces(nbm_arena_t *ar, void *p, size_t pages);
 /* Resident free memory moves where it is needed (one budget for all
  * sizes): a medium block of NBM_MOVE_ORDER and up whose request reaches past

@@ -7,8 +7,9 @@
  * are of the smallest medium class that holds max(size, align) (below): up
  * to 128 KiB a back-end block of an order, above 8 classes per doubling
  * made of 1-4 contiguous back-end blocks. The back-end aligns a block to its
- * size (a block of pieces starts where a free block of the next power of
- * two did), and an arena base is 1 GiB aligned. The page_order byte of the
+ * size; a block of pieces starts either where a free block of the next power
+ * of two did, or packed right after the thread's last block of pieces, on any
+ * page (fits_align below); an arena base is 1 GiB aligned. The page_order byte of the
  * first page holds the class + 1 and says the block is the user's (a piece
  * boundary inside a block finds 0: an interior pointer); free
  * sets its bit 7 with a CAS (of two racing frees one wins, the other sees a
@@ -138,13 +139,34 @@ void nbm__medium_tick(uint64_t now)
     maybe_sweep(now);
 }
 
+/* Whether block p serves an alignment: a block of pieces may be packed
+ * (nbm__block_alloc_pieces) and start on any page, every other block on a
+ * multiple of its size. */
+static bool fits_align(const void *p, size_t align)
+{
+    return align <= NBM_PAGE || ((uintptr_t)p & (align - 1)) == 0;
+}
+
+/* A cached block of class cls that serves the alignment (a popped one that
+ * does not goes back), or 0. */
+static uint32_t pop_aligned(unsigned cls, size_t align)
+{
+    uint32_t d = nbm__stack_pop(&decay[cls], &nbm__desc_pool);
+    if (d && !fits_align(nbm__desc(d)->list, align)) {
+        nbm__stack_push(&decay[cls], &nbm__desc_pool, d, d);
+        d = 0;
+    }
+    return d;
+}
+
 /* Fast case (no atomic RMW): the thread's own last freed block of this
  * order. Then the shared decay cache (one CAS), then the back-end. */
 void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc, nbm_hole_t *hole)
 {
     unsigned cls = class_for(size > align ? size : align), slot = class_order(cls);
     void *p;
-    if (tc && cls < NBM_MCACHE_CLASSES && tc->mcache[slot] && tc->mcache_cls[slot] >= cls) {
+    if (tc && cls < NBM_MCACHE_CLASSES && tc->mcache[slot] && tc->mcache_cls[slot] >= cls &&
+        fits_align(tc->mcache[slot], align)) {
         p = tc->mcache[slot];
         tc->mcache[slot] = NULL;
         cls = tc->mcache_cls[slot];
@@ -156,14 +178,14 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
             maybe_sweep(nbm__os_now_ns());
     } else {
         uint64_t now = nbm__os_now_ns();
-        uint32_t d = nbm__stack_pop(&decay[cls], &nbm__desc_pool);
+        uint32_t d = pop_aligned(cls, align);
         /* A request takes a cached block up to NBM_REUSE_UP_MAX times
          * larger before new memory: its pages are already there, and classes
          * of one working set would otherwise each keep their own peak's
          * worth. */
         size_t up_max = class_pages(cls) * NBM_REUSE_UP_MAX;
         for (unsigned up = cls + 1; !d && cls >= NBM_REUSE_UP_MIN && up < NBM_MCLASSES && class_pages(up) <= up_max; up++)
-            if ((d = nbm__stack_pop(&decay[up], &nbm__desc_pool)) != 0)
+            if ((d = pop_aligned(up, align)) != 0)
                 cls = up;
         if (d) {
             p = nbm__desc(d)->list;
@@ -179,7 +201,7 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
                 p = nbm__block_alloc(class_order(cls), hint);
             } else {
                 bool whole;
-                p = nbm__block_alloc_pieces(class_pages(cls), hint, &whole);
+                p = nbm__block_alloc_pieces(class_pages(cls), align <= NBM_PAGE, hint, &whole);
                 if (whole) /* pieces lost to other threads every try: the power of two */
                     cls = class_of_order(class_order(cls) + 1);
             }

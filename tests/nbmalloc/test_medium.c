@@ -218,8 +218,41 @@ static void test_bad_frees(void)
     expect_abort("realloc at a piece", piece_realloc, "realloc(): invalid pointer");
 }
 
+/* Blocks between powers of two are packed end to end (300,000 B: 80 pages,
+ * the pieces of the next one start where the last ended); an aligned request
+ * of that class never gets such a block, fresh or cached, at a start that is
+ * not aligned. */
+static void test_packed(void)
+{
+    enum { N = 8 };
+    char *p[N];
+    size_t block = 80 * PAGE, adjacent = 0;
+    for (int i = 0; i < N; i++) {
+        p[i] = nbm_malloc(300000);
+        CHECK(p[i] != NULL);
+        stamp((unsigned char *)p[i], 300000, (unsigned)i);
+        if (i && p[i] == p[i - 1] + block)
+            adjacent++;
+    }
+    CHECK(adjacent >= N / 2);
+    for (int i = 0; i < N; i++) {
+        CHECK(stamped((unsigned char *)p[i], 300000, (unsigned)i));
+        nbm_free(p[i]);
+    }
+    for (size_t al = 8 * KIB; al <= 256 * KIB; al *= 2) {
+        char *q[N];
+        for (int i = 0; i < N; i++) {
+            q[i] = nbm_aligned_alloc(al, 300000);
+            CHECK(q[i] != NULL && ((uintptr_t)q[i] & (al - 1)) == 0);
+        }
+        for (int i = 0; i < N; i++)
+            nbm_free(q[i]);
+    }
+}
+
 int main(void)
 {
+    test_packed();
     test_bound();
     test_live();
     test_realloc();
