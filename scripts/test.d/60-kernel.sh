@@ -6,7 +6,8 @@
 #     BUG, WARNING, lockdep, lockup or hung-task report;
 #  2. boots it again with planted bug 4 (tests/explore/bugs/bug4.patch: a
 #     plain store where phase 3's CAS belongs) compiled in: the module's own
-#     checks must report FAIL, so the in-kernel test is shown able to fail.
+#     checks must report FAIL (in one of up to three boots), so the in-kernel
+#     test is shown able to fail.
 # Both boots skip nothing but the benchmark's repetitions of the first (the
 # normal boot times one repetition; make kernel-bench runs the full one).
 set -euo pipefail
@@ -20,6 +21,20 @@ run() {
   fi
 }
 run --name boot
-run --bug 4 --expect-fail reps=0
+# The planted race is found when the guest's threads interleave inside phase
+# 3, which needs the two vCPUs to run at once: on a loaded host qemu's vCPU
+# threads may share one core and a boot can miss it (seen once in a CI
+# rehearsal beside other work: 0 of 397 checks failed; 4 of 4 boots found it
+# idle). A boot that misses is repeated, up to three; a correct module can
+# never be made to pass this way, only a found bug counts.
+bug=1
+for try in 1 2 3; do
+  if bash scripts/kernel/boot.sh --bug 4 --expect-fail reps=0; then
+    bug=0
+    break
+  fi
+  echo "kernel: planted bug 4 not reported in boot $try of 3"
+done
+if [ $bug -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 echo "kernel: $passed passed, $failed failed"
 [ $failed -eq 0 ]
