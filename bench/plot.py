@@ -831,7 +831,7 @@ def frontend_targets(res, rows, labels, lines):
                  f"(time ratio below {FE_TARGETS[0]:g}), within {FE_TARGETS[1]:g}× of the best in time, within "
                  f"{FE_TARGETS[2]:g}× of the best in peak RSS. The last column is not a target: the time ratio "
                  "to the same best over only the runs whose threads did not wait for a core (run-queue wait "
-                 "under a tenth of the wall time, `rq_wait_us`), with how many runs of each that leaves: on a "
+                 "under a tenth of the wall time, `rq_wait_us`; only where the threads do not outnumber the CPUs), with how many runs of each that leaves: on a "
                  "shared 2-CPU machine a short multi-thread run whose threads land on one CPU takes up to twice "
                  "as long whatever the malloc (docs/nbmalloc.md, *Wall time against CPU time*).\n")
     lines.append("| workload | T | time / glibc | time / best | best in time | peak RSS / best | best in RSS | "
@@ -861,9 +861,12 @@ def frontend_targets(res, rows, labels, lines):
         met[1] += r_time <= FE_TARGETS[1]
         met[2] += r_rss <= FE_TARGETS[2]
         wl, pv, t = k
-        u_ours, n_ours = fe_unwaited(ours)
-        u_best, n_best = fe_unwaited(rs[best_t])
-        u = f"{u_ours / u_best:.2f} ({n_ours}/{n_best})" if u_ours and u_best else f"– ({n_ours}/{n_best})"
+        if t > (os.cpu_count() or 1):
+            u = "– (more threads than CPUs)"  # every run waits: there is nothing to leave out
+        else:
+            u_ours, n_ours = fe_unwaited(ours)
+            u_best, n_best = fe_unwaited(rs[best_t])
+            u = f"{u_ours / u_best:.2f} ({n_ours}/{n_best})" if u_ours and u_best else f"– ({n_ours}/{n_best})"
         lines.append(f"| {wl} {pv} | {t} | {r_glibc:.2f}{' ✓' if r_glibc < FE_TARGETS[0] else ' ✗'} | "
                      f"{ratio_cell(r_time, FE_TARGETS[1])} | {best_t} | {ratio_cell(r_rss, FE_TARGETS[2])} | "
                      f"{best_m} | {u} |")
