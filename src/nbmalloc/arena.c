@@ -304,9 +304,11 @@ static void pieces_free(nbm_arena_t *ar, char *p, char *end)
 static _Thread_local uintptr_t pack_end NBM_TLS;
 
 /* Claims [x, x + pages) as aligned buddy blocks, greedy (at each address the
- * largest block aligned there that still fits); on any piece refused, gives
- * back those taken. */
-static bool pack_at(nbm_arena_t *ar, char *x, size_t pages)
+ * largest block aligned there that still fits; from the start of a block of
+ * the next power of two, that is one block per binary digit of pages,
+ * largest first); if a piece is taken meanwhile (or larger than the arena's
+ * max block), gives back those taken and says false. */
+static bool pieces_take(nbm_arena_t *ar, char *x, size_t pages)
 {
     char *q = x, *end = x + (pages << NBM_PAGE_SHIFT);
     while (q < end) {
@@ -314,16 +316,15 @@ static bool pack_at(nbm_arena_t *ar, char *x, size_t pages)
         unsigned k = 63u - (unsigned)__builtin_clzll(left);
         if (off && (unsigned)__builtin_ctzll(off) < k)
             k = (unsigned)__builtin_ctzll(off);
-        if (k > ar->max_order || nbbs_alloc_at(ar->bb, q, k) != 0) {
+        int rc = k > ar->max_order ? NBBS_EBUSY : nbbs_alloc_at(ar->bb, q, k);
+        if (rc == NBBS_EBUSY) {
             pieces_free(ar, x, q);
             return false;
         }
+        if (rc != 0)
+            nbm__fatal("internal error: back-end refused a piece at", q);
+        check_fresh(q, k);
         q += NBM_PAGE << k;
-    }
-    for (char *c = x; c < end;) {
-        unsigned k = 63u - (unsigned)__builtin_clzll((size_t)(nbbs_block_size(ar->bb, c) >> NBM_PAGE_SHIFT));
-        check_fresh(c, k);
-        c += NBM_PAGE << k;
     }
     return true;
 }
@@ -339,7 +340,7 @@ static void *pack_next(size_t pages)
     if (!ar || nbm_load_u32_relaxed(&ar->retired) ||
         x + (pages << NBM_PAGE_SHIFT) > ar->base + ar->size || x + (pages << NBM_PAGE_SHIFT) < x)
         return NULL;
-    return pack_at(ar, (char *)x, pages) ? (void *)x : NULL;
+    return pieces_take(ar, (char *)x, pages) ? (void *)x : NULL;
 }
 
 /* Tries of the search and the in-place takes before the power-of-two
@@ -363,29 +364,12 @@ void *nbm__block_alloc_pieces(size_t pages, bool pack, uint32_t *hint, bool *who
         }
         nbm_arena_t *ar = nbm__arena_of((uintptr_t)p);
         nbm__block_free(ar, p);
-        char *q = p;
-        bool ok = true;
-        for (unsigned k = o + 1; k-- > 0 && ok;)
-            if (pages >> k & 1) {
-                int rc = nbbs_alloc_at(ar->bb, q, k);
-                if (rc == NBBS_EBUSY)
-                    ok = false; /* another allocation took part of the range meanwhile */
-                else if (rc != 0)
-                    nbm__fatal("internal error: back-end refused a piece at", q);
-                else
-                    q += NBM_PAGE << k;
-            }
-        if (ok) {
-            for (char *c = p; c < q;) {
-                unsigned k = 63u - (unsigned)__builtin_clzll((size_t)(nbbs_block_size(ar->bb, c) >> NBM_PAGE_SHIFT));
-                check_fresh(c, k);
-                c += NBM_PAGE << k;
-            }
+        if (pieces_take(ar, p, pages)) {
             if (pack)
-                pack_end = (uintptr_t)q;
+                pack_end = (uintptr_t)p + (pages << NBM_PAGE_SHIFT);
             return p;
         }
-        pieces_free(ar, p, q);
+        /* another allocation took part of the range meanwhile: again */
     }
 }
 
