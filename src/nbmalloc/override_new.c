@@ -9,11 +9,17 @@
  *   std::get_new_handler()  - _ZSt15get_new_handlerv
  *   std::__throw_bad_alloc()  - _ZSt17__throw_bad_allocv
  * Throwing forms follow [new.delete]: on failure call the new_handler and
- * retry, or throw std::bad_alloc when there is none. The nothrow forms return
- * NULL on failure without calling the handler (a handler that throws could
- * not be caught in C). Sized deletes ignore the size and aligned ones the
- * alignment: free finds the block from the pointer alone.
+ * retry, or throw std::bad_alloc when there is none. The nothrow forms must
+ * do the same and return NULL where the throwing form would throw, which
+ * needs a catch, which C has not: when their allocation fails and a
+ * new_handler is installed, they hand the request to the C++ runtime's own
+ * nothrow form (the next definition of the same symbol, dlsym RTLD_NEXT),
+ * which calls the throwing form (ours, through the preload) in a try block.
+ * Without a handler, or without a C++ runtime behind us, NULL at once. Sized
+ * deletes ignore the size and aligned ones the alignment: free finds the
+ * block from the pointer alone.
  */
+#include <dlfcn.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -56,18 +62,56 @@ static inline void *new_throw(size_t n)
     return NBM_LIKELY(p != NULL) ? p : new_slow(n, 0);
 }
 
+/* A failed nothrow request (rare: out of memory or address space). With a
+ * new_handler installed, the runtime's nothrow form behind this library
+ * runs the handler loop and catches; looked up by name at each failure
+ * (dlsym may call malloc: we hold nothing here). */
+NBM_NOINLINE static void *nothrow_failed(const char *name, size_t n, bool aligned, size_t al, const void *nt)
+{
+    nbm_new_handler_t h = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+    if (!h)
+        return NULL;
+    void *next = dlsym(RTLD_NEXT, name);
+    if (!next)
+        return NULL;
+    if (aligned) {
+        void *(*f)(size_t, size_t, const void *);
+        __builtin_memcpy(&f, &next, sizeof f);
+        return f(n, al, nt);
+    }
+    void *(*f)(size_t, const void *);
+    __builtin_memcpy(&f, &next, sizeof f);
+    return f(n, nt);
+}
+
 /* operator new(size_t), new[](size_t) */
 NBM_OVERRIDE void *_Znwm(size_t n) { return new_throw(n); }
 NBM_OVERRIDE void *_Znam(size_t n) { return new_throw(n); }
 /* operator new(size_t, const std::nothrow_t &), and new[] */
-NBM_OVERRIDE void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return nbm__malloc_fast(n); }
-NBM_OVERRIDE void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { (void)nt; return nbm__malloc_fast(n); }
+NBM_OVERRIDE void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt)
+{
+    void *p = nbm__malloc_fast(n);
+    return NBM_LIKELY(p != NULL) ? p : nothrow_failed("_ZnwmRKSt9nothrow_t", n, false, 0, nt);
+}
+NBM_OVERRIDE void *_ZnamRKSt9nothrow_t(size_t n, const void *nt)
+{
+    void *p = nbm__malloc_fast(n);
+    return NBM_LIKELY(p != NULL) ? p : nothrow_failed("_ZnamRKSt9nothrow_t", n, false, 0, nt);
+}
 /* operator new(size_t, std::align_val_t), and new[] */
 NBM_OVERRIDE void *_ZnwmSt11align_val_t(size_t n, size_t al) { return new_slow(n, al); }
 NBM_OVERRIDE void *_ZnamSt11align_val_t(size_t n, size_t al) { return new_slow(n, al); }
 /* operator new(size_t, std::align_val_t, const std::nothrow_t &), and new[] */
-NBM_OVERRIDE void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const void *nt) { (void)nt; return alloc_aligned(n, al); }
-NBM_OVERRIDE void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const void *nt) { (void)nt; return alloc_aligned(n, al); }
+NBM_OVERRIDE void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const void *nt)
+{
+    void *p = alloc_aligned(n, al);
+    return p ? p : nothrow_failed("_ZnwmSt11align_val_tRKSt9nothrow_t", n, true, al, nt);
+}
+NBM_OVERRIDE void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const void *nt)
+{
+    void *p = alloc_aligned(n, al);
+    return p ? p : nothrow_failed("_ZnamSt11align_val_tRKSt9nothrow_t", n, true, al, nt);
+}
 
 /* operator delete(void *), delete[](void *) */
 NBM_OVERRIDE void _ZdlPv(void *p) { nbm__free_fast(p); }

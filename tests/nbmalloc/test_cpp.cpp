@@ -83,6 +83,27 @@ int main(int argc, char **argv)
     } catch (const std::bad_alloc &) {
         std::printf("aligned bad_alloc caught\n");
     }
+    // The nothrow forms run the new_handler too ([new.delete.single]: they
+    // call the throwing form and return null where it throws): once with a
+    // handler that uninstalls itself, once with one that throws bad_alloc.
+    static int nothrow_calls;
+    for (int form = 0; form < 4; form++) {
+        for (int throws = 0; throws < 2; throws++) {
+            nothrow_calls = 0;
+            if (throws)
+                std::set_new_handler([] { nothrow_calls++; throw std::bad_alloc(); });
+            else
+                std::set_new_handler([] { nothrow_calls++; std::set_new_handler(nullptr); });
+            volatile std::size_t huge = SIZE_MAX / 4;
+            void *p = form == 0   ? ::operator new(huge, std::nothrow)
+                      : form == 1 ? ::operator new[](huge, std::nothrow)
+                      : form == 2 ? ::operator new(huge, std::align_val_t(64), std::nothrow)
+                                  : ::operator new[](huge, std::align_val_t(64), std::nothrow);
+            std::printf("nothrow form %d, handler %s: %s after %d handler call(s)\n", form,
+                        throws ? "throws" : "uninstalls itself", p ? "a block" : "null", nothrow_calls);
+            std::set_new_handler(nullptr);
+        }
+    }
     std::uint64_t total = 0;
     for (unsigned t = 0; t < threads; t++) {
         std::printf("thread %u: %llu\n", t, static_cast<unsigned long long>(out[t]));
