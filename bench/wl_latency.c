@@ -335,7 +335,7 @@ static void lat_teardown(bench_run_t *r)
 const bench_workload_t bench_wl_latency = {
     .name = "latency", .source = "issue 11 (tail latency under preemption)", .group = "experiment",
     .help = "8 threads (more than cores): alloc an order-0 frame, free the oldest of 32, each operation timed; p50..p99.99, max and the CDF (quick 0.5 s)",
-    .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_NONE, .threads = "8", .metric = "ops_per_s", .plot = "cdf",
+    .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_NONE, .threads = "8", .repeat = 5, .metric = "ops_per_s", .plot = "cdf",
     .show = "p50,p99,p99.9,max,floor_p99.9", .scale = lat_scale, .setup = lat_setup, .teardown = lat_teardown,
     .thread = lat_thread,
 };
