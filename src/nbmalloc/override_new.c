@@ -64,8 +64,9 @@ static inline void *new_throw(size_t n)
 
 /* A failed nothrow request (rare: out of memory or address space). With a
  * new_handler installed, the runtime's nothrow form behind this library
- * runs the handler loop and catches; looked up by name at each failure
- * (dlsym may call malloc: we hold nothing here). */
+ * runs the handler loop and catches; looked up at each failure by name, the
+ * caller's own (__func__: the C name is the mangled one), and dlsym may call
+ * malloc: we hold nothing here. */
 NBM_NOINLINE static void *nothrow_failed(const char *name, size_t n, bool aligned, size_t al, const void *nt)
 {
     nbm_new_handler_t h = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
@@ -91,12 +92,12 @@ NBM_OVERRIDE void *_Znam(size_t n) { return new_throw(n); }
 NBM_OVERRIDE void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt)
 {
     void *p = nbm__malloc_fast(n);
-    return NBM_LIKELY(p != NULL) ? p : nothrow_failed("_ZnwmRKSt9nothrow_t", n, false, 0, nt);
+    return NBM_LIKELY(p != NULL) ? p : nothrow_failed(__func__, n, false, 0, nt);
 }
 NBM_OVERRIDE void *_ZnamRKSt9nothrow_t(size_t n, const void *nt)
 {
     void *p = nbm__malloc_fast(n);
-    return NBM_LIKELY(p != NULL) ? p : nothrow_failed("_ZnamRKSt9nothrow_t", n, false, 0, nt);
+    return NBM_LIKELY(p != NULL) ? p : nothrow_failed(__func__, n, false, 0, nt);
 }
 /* operator new(size_t, std::align_val_t), and new[] */
 NBM_OVERRIDE void *_ZnwmSt11align_val_t(size_t n, size_t al) { return new_slow(n, al); }
@@ -105,12 +106,12 @@ NBM_OVERRIDE void *_ZnamSt11align_val_t(size_t n, size_t al) { return new_slow(n
 NBM_OVERRIDE void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const void *nt)
 {
     void *p = alloc_aligned(n, al);
-    return p ? p : nothrow_failed("_ZnwmSt11align_val_tRKSt9nothrow_t", n, true, al, nt);
+    return p ? p : nothrow_failed(__func__, n, true, al, nt);
 }
 NBM_OVERRIDE void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const void *nt)
 {
     void *p = alloc_aligned(n, al);
-    return p ? p : nothrow_failed("_ZnamSt11align_val_tRKSt9nothrow_t", n, true, al, nt);
+    return p ? p : nothrow_failed(__func__, n, true, al, nt);
 }
 
 /* operator delete(void *), delete[](void *) */
