@@ -423,6 +423,13 @@ static void test_batch_home(nbbs_layout_t lay)
         unsigned holes = order ? 2 : 1; /* free order-3 blocks left in A */
         for (unsigned i = 0; i < holes; i++)
             CHECK_EQ(nbbs_free(in.b, FAKE_BASE + (64 + 64 * i) * mb), 0);
+        /* Every cell's search starts at A: the refill's cell (a hash of its
+         * stack address) need not be the one the frees above used, and a
+         * cell that starts in B took its first block there
+         * (test_batch_home_any_cell). */
+        for (unsigned i = 0; i <= in.b->hint_mask; i++)
+            for (unsigned k = 0; k < NBBS_HINT_STRIDE; k++)
+                nb_hint_store(&in.b->hints[i * NBBS_HINT_STRIDE + k], 0);
         char *p = nbbs_cache_alloc(c, order);
         CHECK(p != NULL && (size_t)(p - FAKE_BASE) / mb < 512); /* from A's holes */
         nbbs_stats_t s = stats(in.b);
@@ -470,6 +477,33 @@ static void test_batch_home(nbbs_layout_t lay)
     CHECK_EQ(stats(b).used_bytes, 0);
     CHECK_EQ(nbbs_validate(b), 0);
     free(meta), free(mem), free(mem0);
+}
+
+/* test_batch_home with 64 KiB stack boundaries placed between its calls.
+ * A context's hint cell is a hash of (stack address >> 16): when the
+ * boundary fell between the frame of the set-up's frees and the refill's,
+ * the refill searched from another cell, one that may start in group B, and
+ * took its first block there (soak26: 1 run of test_cache in 20 under ASan,
+ * about 1 in 500 in release). Each boundary below this frame, 0 to 8 KiB
+ * under the callee's entry in steps of 128 bytes (where it falls between
+ * the calls depends on the build's frame sizes); about half the cell pairs
+ * that meet across a boundary failed before, so 16 boundaries. */
+static __attribute__((__noinline__)) void batch_home_below(nbbs_layout_t lay, unsigned k, uintptr_t d)
+{
+    volatile char here = 0;
+    uintptr_t sp = (uintptr_t)&here, boundary = ((sp >> 16) - k) << 16;
+    volatile char *pad = __builtin_alloca(sp - boundary - d);
+    pad[0] = here;
+    test_batch_home(lay);
+    __asm__ volatile("" ::: "memory"); /* keeps pad live across the call */
+}
+
+static void test_batch_home_any_cell(nbbs_layout_t lay)
+{
+    int before = check_failed;
+    for (unsigned k = 2; k < 18 && check_failed == before; k++)
+        for (uintptr_t d = 0; d < 8192 && check_failed == before; d += 128)
+            batch_home_below(lay, k, d);
 }
 
 /* Pressure: every free block sits in caches. */
@@ -1280,6 +1314,7 @@ int main(int argc, char **argv)
         test_take_next(layouts[l]);
         test_take_hint(layouts[l]);
         test_batch_home(layouts[l]);
+        test_batch_home_any_cell(layouts[l]);
         test_short(layouts[l]);
         test_parts(layouts[l]);
         test_strays(layouts[l]);
