@@ -38,6 +38,16 @@
  *     the clock values that went wrong (an exit in an even nanosecond, a
  *     `now` of the same tick), and 8 forked children in which the main
  *     thread's heartbeat right after a thread's exit purges nothing.
+ *   nbm_test_policy split    (run with NBM_PURGE_DELAY_MS=3600000)
+ *     a request that takes a larger cached block keeps its start only
+ *     (medium.c, split): after a 1 MiB block is freed, a 256 KiB request
+ *     gets its first 256 KiB (usable size 256 KiB) and the other 768 KiB
+ *     stay cached (the policy's held bytes) and serve the next three 256 KiB
+ *     requests; a 512 KiB request leaves 512 KiB cached, which nbm_purge
+ *     returns; three 300,000 B requests all fit in the one freed 1 MiB.
+ *     dirty: a block whose pages went back to the back-end resident (marked
+ *     as a split marks them) is no longer known zero: calloc of its size,
+ *     until it gets that block, reads zeros every time.
  *   nbm_test_policy limit    (run with NBM_LIMIT_MB=256)
  *     a huge realloc beyond the limit fails with ENOMEM, the block intact.
  *   nbm_test_policy move [--no-rss]  (run with NBM_PURGE_DELAY_MS=10000:
@@ -103,6 +113,7 @@
 
 #include "../check.h"
 
+#define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
 /* NBM_SPARE_KEEP (src/nbmalloc/internal.h): spares per page order a heap
  * keeps for its own pages, never moved into a medium block's hole. */
@@ -281,6 +292,111 @@ static void test_limit(void)
     char *q = nbm_realloc(p, 150 * MIB); /* within the limit: still fine */
     CHECK(q != NULL && q[0] == 5);
     nbm_free(q);
+}
+
+/* In a thread of its own: no medium block of a slot (one per order up to
+ * 512 KiB) to serve the requests instead. */
+static void *split_body(void *arg)
+{
+    (void)arg;
+    nbm_purge();
+    char *p = nbm_malloc(MIB), *q[4];
+    CHECK(p != NULL);
+    touch(p, MIB);
+    nbm_free(p);
+    CHECK_EQ(cached(), MIB);
+    q[0] = nbm_malloc(256 * KIB);
+    CHECK(q[0] == p);
+    CHECK_EQ(nbm_usable_size(q[0]), 256 * KIB);
+    CHECK_EQ(cached(), 768 * KIB); /* the rest, still counted */
+    for (int i = 1; i < 4; i++) {
+        q[i] = nbm_malloc(256 * KIB);
+        CHECK(q[i] >= p + 256 * KIB && q[i] < p + MIB);
+        for (int j = 1; j < i; j++)
+            CHECK(q[i] != q[j]);
+    }
+    CHECK_EQ(cached(), 0);
+    for (int i = 0; i < 4; i++)
+        memset(q[i], i + 1, 256 * KIB);
+    for (int i = 0; i < 4; i++) {
+        CHECK(q[i][0] == i + 1 && q[i][256 * KIB - 1] == i + 1);
+        nbm_free(q[i]);
+    }
+
+    nbm_purge();
+    p = nbm_malloc(MIB);
+    CHECK(p != NULL);
+    touch(p, MIB);
+    nbm_free(p);
+    q[0] = nbm_malloc(512 * KIB);
+    CHECK(q[0] == p);
+    CHECK_EQ(cached(), 512 * KIB);
+    size_t p0 = purged();
+    nbm_purge();
+    CHECK_EQ(cached(), 0);
+    CHECK(purged() - p0 >= 512 * KIB);
+    nbm_free(q[0]);
+
+    nbm_purge();
+    p = nbm_malloc(MIB);
+    CHECK(p != NULL);
+    touch(p, MIB);
+    nbm_free(p);
+    for (int i = 0; i < 3; i++) {
+        q[i] = nbm_malloc(300000);
+        CHECK(q[i] >= p && q[i] + 300000 <= p + MIB);
+    }
+    for (int i = 0; i < 3; i++)
+        nbm_free(q[i]);
+    nbm_purge();
+    return NULL;
+}
+
+static void test_split(void)
+{
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, split_body, NULL) == 0);
+    pthread_join(t, NULL);
+}
+
+/* A 256 KiB block written, then given back to the back-end with its pages
+ * marked as a split marks them (nbm__block_free, not nbm_free: no purge):
+ * callocs of 256 KiB (a new thread: no slot; no cached block after the
+ * purge) come from the back-end until one is that block; each reads zeros. */
+static void *dirty_body(void *arg)
+{
+    (void)arg;
+    nbm_purge();
+    enum { TRIES = 4096 };
+    static char *got[TRIES];
+    char *p = nbm_malloc(256 * KIB);
+    CHECK(p != NULL);
+    memset(p, 0xab, 256 * KIB);
+    nbm_arena_t *ar = nbm__arena_of((uintptr_t)p);
+    for (size_t k = 0; k < 64; k++)
+        ar->page_order[((uintptr_t)p - ar->base) / 4096 + k] = NBM_PAGE_DIRTY;
+    nbm__block_free(ar, p);
+    size_t n = 0, nonzero = 0;
+    bool seen = false;
+    while (n < TRIES && !seen) {
+        char *q = got[n++] = nbm_calloc(1, 256 * KIB);
+        CHECK(q != NULL);
+        for (size_t i = 0; i < 256 * KIB; i += 512)
+            nonzero += q[i] != 0;
+        seen = q == p;
+    }
+    CHECK(seen);
+    CHECK_EQ(nonzero, 0);
+    while (n)
+        nbm_free(got[--n]);
+    return NULL;
+}
+
+static void test_dirty(void)
+{
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, dirty_body, NULL) == 0);
+    pthread_join(t, NULL);
 }
 
 static void test_nocache(void)
@@ -932,12 +1048,15 @@ int main(int argc, char **argv)
         test_saturate();
     } else if (!strcmp(mode, "adopt")) {
         test_adopt();
+    } else if (!strcmp(mode, "split")) {
+        test_split();
+        test_dirty();
     } else if (!strcmp(mode, "limit")) {
         test_limit();
     } else if (!strcmp(mode, "nocache")) {
         test_nocache();
     } else {
-        fprintf(stderr, "usage: nbm_test_policy policy|nocache|limit|move|budget|carry|saturate|adopt [--no-rss]\n");
+        fprintf(stderr, "usage: nbm_test_policy policy|nocache|split|limit|move|budget|carry|saturate|adopt [--no-rss]\n");
         return 2;
     }
     TEST_MAIN_END();
