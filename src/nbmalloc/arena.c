@@ -200,12 +200,26 @@ bool nbm__arena_reclaim(void)
 
 /* Called when a scan of the first `seen` arenas found no block of `order`.
  * Returns false when out of memory. */
+/* Set when a request found no block and no arena could be added (the OS or
+ * NBM_LIMIT_MB refused the address space); cleared when one is added or
+ * revived. While set, a request that takes a larger cached medium block
+ * splits it (medium.c). Relaxed: a hint; a stale read splits one block
+ * more or less. */
+static _Atomic uint32_t memory_short;
+
+bool nbm__memory_short(void)
+{
+    return nbm_load_u32_relaxed(&memory_short) != 0;
+}
+
 static bool arena_grow(uint32_t seen, unsigned order)
 {
     if (nbm_load_u32(&narenas) != seen)
         return true; /* another thread grew meanwhile: rescan first */
-    if (arena_revive(seen, order))
+    if (arena_revive(seen, order)) {
+        nbm_store_u32_relaxed(&memory_short, 0);
         return true;
+    }
     if (seen >= NBM_ARENA_MAX)
         return false;
     nbm_arena_t *ar = arena_create(order);
@@ -230,6 +244,7 @@ static bool arena_grow(uint32_t seen, unsigned order)
         if (won) {
             NBM_STAT_ADD(arenas, 1);
             NBM_STAT_ADD(arena_bytes, ar->size);
+            nbm_store_u32_relaxed(&memory_short, 0);
             return true;
         }
     }
@@ -298,6 +313,7 @@ static void *block_find(unsigned order, uint32_t *hint, bool clear, bool *dirty)
             nbm__decay_sweep(true);
             continue;
         }
+        nbm_store_u32_relaxed(&memory_short, 1);
         return NULL; /* the caller may recover (nbm__recover) and retry */
     }
 }

@@ -571,6 +571,9 @@ NBM_HIDDEN void     nbm__write_hex(int fd, uintptr_t v);
  * (see NBM_PAGE_DIRTY), else it is zero. */
 NBM_HIDDEN void *nbm__block_alloc(unsigned order, uint32_t *hint, bool *dirty);
 NBM_HIDDEN void *nbm__block_cached(unsigned order); /* a block of the medium cache, or NULL */
+/* Whether the last search for a block found none and no arena could be
+ * added since (address space refused: ulimit -v, NBM_LIMIT_MB). */
+NBM_HIDDEN bool  nbm__memory_short(void);
 NBM_HIDDEN void  nbm__block_free(nbm_arena_t *ar, void *p);          /* back to the back-end */
 /* A block of `pages` 4 KiB pages, not a power of two (2^o < pages <
  * 2^(o+1)), made of contiguous back-end blocks. With pack, first right

@@ -315,7 +315,7 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
             nbm__decay_unhold(&policy[got], class_bytes(got));
             nbm__desc_put(tc, d);
             *fresh = false;
-            if (got == cls || !split(p, got, cls, (void **)&p))
+            if (got == cls || !nbm__memory_short() || !split(p, got, cls, (void **)&p))
                 cls = got; /* whole: the same class, or one with moves in it */
         }
         if (!p) {

@@ -38,9 +38,13 @@
  *     the clock values that went wrong (an exit in an even nanosecond, a
  *     `now` of the same tick), and 8 forked children in which the main
  *     thread's heartbeat right after a thread's exit purges nothing.
- *   nbm_test_policy split    (run with NBM_PURGE_DELAY_MS=3600000)
- *     a request that takes a larger cached block keeps its start only
- *     (medium.c, split): after a 1 MiB block is freed, a 256 KiB request
+ *   nbm_test_policy split    (run with NBM_PURGE_DELAY_MS=3600000 and
+ *                             NBM_LIMIT_MB=64)
+ *     with address space to spare, a 256 KiB request takes a cached 1 MiB
+ *     block whole; once the address space ran out (1 MiB blocks allocated
+ *     until malloc fails, then freed), a request that takes a larger cached
+ *     block keeps its part only (medium.c, split): after a 1 MiB block is
+ *     freed, a 256 KiB request
  *     gets its first 256 KiB (usable size 256 KiB) and the other 768 KiB
  *     stay cached (the policy's held bytes) and serve the next three 256 KiB
  *     requests; a 512 KiB request leaves 512 KiB cached, which nbm_purge
@@ -299,8 +303,25 @@ static void test_limit(void)
 static void *split_body(void *arg)
 {
     (void)arg;
+    /* Address space to spare: the request takes the block whole. */
     nbm_purge();
     char *p = nbm_malloc(MIB), *q[4];
+    CHECK(p != NULL);
+    nbm_free(p);
+    q[0] = nbm_malloc(256 * KIB);
+    CHECK(q[0] == p);
+    CHECK_EQ(nbm_usable_size(q[0]), MIB);
+    nbm_free(q[0]);
+    /* Out of address space once (NBM_LIMIT_MB=64): from then on, split. */
+    static char *all[128];
+    size_t n = 0;
+    while (n < 128 && (all[n] = nbm_malloc(MIB)) != NULL)
+        n++;
+    CHECK(n > 0 && n < 128);
+    while (n)
+        nbm_free(all[--n]);
+    nbm_purge();
+    p = nbm_malloc(MIB);
     CHECK(p != NULL);
     touch(p, MIB);
     nbm_free(p);
