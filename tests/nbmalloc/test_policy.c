@@ -52,6 +52,9 @@
  *     dirty: a block whose pages went back to the back-end resident (marked
  *     as a split marks them) is no longer known zero: calloc of its size,
  *     until it gets that block, reads zeros every time.
+ *     take: a split's takes around parts another allocation got meanwhile
+ *     take every other part (the largest buddy block at each place, marks
+ *     cleared) and skip those.
  *   nbm_test_policy limit    (run with NBM_LIMIT_MB=256)
  *     a huge realloc beyond the limit fails with ENOMEM, the block intact.
  *   nbm_test_policy move [--no-rss]  (run with NBM_PURGE_DELAY_MS=10000:
@@ -419,6 +422,51 @@ static void test_dirty(void)
 {
     pthread_t t;
     int rc = pthread_create(&t, NULL, dirty_body, NULL); /* checked after the join: the counts are not atomic */
+    if (rc == 0)
+        pthread_join(t, NULL);
+    CHECK_EQ(rc, 0);
+}
+
+/* The split's takes around another allocation (nbm__block_take_next): a
+ * 1 MiB block given back with its pages marked, two parts of it taken by
+ * "another thread" (nbbs_alloc_at: 256 KiB at +256 KiB, 64 KiB at
+ * +576 KiB) before the takes; the takes get every other part, each the
+ * largest buddy block there, marks cleared, and skip the two. */
+static void *take_body(void *arg)
+{
+    (void)arg;
+    char *p = nbm_malloc(MIB);
+    CHECK(p != NULL && ((uintptr_t)p & (MIB - 1)) == 0);
+    nbm_arena_t *ar = nbm__arena_of((uintptr_t)p);
+    size_t k0 = ((uintptr_t)p - ar->base) / 4096;
+    for (size_t k = 0; k < 256; k++)
+        ar->page_order[k0 + k] = NBM_PAGE_DIRTY;
+    nbm__block_free(ar, p);
+    CHECK_EQ(nbbs_alloc_at(ar->bb, p + 256 * KIB, 6), 0);
+    CHECK_EQ(nbbs_alloc_at(ar->bb, p + 576 * KIB, 4), 0);
+    static const size_t want_off[] = { 0, 512 * KIB, 640 * KIB, 768 * KIB };
+    static const unsigned want_ord[] = { 6, 4, 5, 6 };
+    char *q = p, *x, *got[8];
+    unsigned k, n = 0;
+    while ((x = nbm__block_take_next(ar, &q, p + MIB, &k)) != NULL && n < 8) {
+        CHECK(n < 4 && x == p + want_off[n] && k == want_ord[n]);
+        for (size_t i = 0; i < ((size_t)1 << k); i++)
+            CHECK(ar->page_order[(size_t)(x - (char *)ar->base) / 4096 + i] == 0);
+        got[n++] = x;
+    }
+    CHECK_EQ(n, 4);
+    CHECK(ar->page_order[k0 + 64] == NBM_PAGE_DIRTY && ar->page_order[k0 + 144] == NBM_PAGE_DIRTY);
+    for (unsigned i = 0; i < n; i++)
+        nbm__block_free(ar, got[i]);
+    nbm__block_free(ar, p + 256 * KIB); /* marks kept: not zero for their next taker */
+    nbm__block_free(ar, p + 576 * KIB);
+    return NULL;
+}
+
+static void test_take(void)
+{
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, take_body, NULL); /* checked after the join: the counts are not atomic */
     if (rc == 0)
         pthread_join(t, NULL);
     CHECK_EQ(rc, 0);
@@ -1076,6 +1124,7 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "split")) {
         test_split();
         test_dirty();
+        test_take();
     } else if (!strcmp(mode, "limit")) {
         test_limit();
     } else if (!strcmp(mode, "nocache")) {
