@@ -72,6 +72,14 @@ void nbm__budget_give(size_t bytes)
     nbm_sub_u64(&reserved, bytes);
 }
 
+/* Clears the dirty marks of [p, p + pages) (the caller's now). */
+static void marks_clear(nbm_arena_t *ar, void *p, size_t pages)
+{
+    size_t k0 = ((uintptr_t)p - ar->base) >> NBM_PAGE_SHIFT;
+    for (size_t k = 0; k < pages; k++)
+        nbm_store_u8_relaxed(&ar->page_order[k0 + k], 0);
+}
+
 #define NBM_ARENA_FIRST_SHIFT 22 /* the first arena: 4 MiB */
 
 /* A new arena able to hold a block of `order`, or NULL (ENOMEM). */
@@ -138,6 +146,7 @@ static size_t retire_empty_arenas(void)
         }
         nbm__os_unmap((void *)ar->base, ar->size);
         nbm__budget_give(ar->size);
+        marks_clear(ar, (void *)ar->base, ar->size >> NBM_PAGE_SHIFT); /* mapped afresh if revived: zero */
         nbm_store_u32(&ar->retired, NBM_ARENA_RETIRED);
         NBM_STAT_SUB(arena_bytes, ar->size);
         freed += ar->size;
@@ -191,12 +200,26 @@ bool nbm__arena_reclaim(void)
 
 /* Called when a scan of the first `seen` arenas found no block of `order`.
  * Returns false when out of memory. */
+/* Set when a request found no block and no arena could be added (the OS or
+ * NBM_LIMIT_MB refused the address space); cleared when one is added or
+ * revived. While set, a request that takes a larger cached medium block
+ * splits it (medium.c). Relaxed: a hint; a stale read splits one block
+ * more or less. */
+static _Atomic uint32_t memory_short;
+
+bool nbm__memory_short(void)
+{
+    return nbm_load_u32_relaxed(&memory_short) != 0;
+}
+
 static bool arena_grow(uint32_t seen, unsigned order)
 {
     if (nbm_load_u32(&narenas) != seen)
         return true; /* another thread grew meanwhile: rescan first */
-    if (arena_revive(seen, order))
+    if (arena_revive(seen, order)) {
+        nbm_store_u32_relaxed(&memory_short, 0);
         return true;
+    }
     if (seen >= NBM_ARENA_MAX)
         return false;
     nbm_arena_t *ar = arena_create(order);
@@ -221,6 +244,7 @@ static bool arena_grow(uint32_t seen, unsigned order)
         if (won) {
             NBM_STAT_ADD(arenas, 1);
             NBM_STAT_ADD(arena_bytes, ar->size);
+            nbm_store_u32_relaxed(&memory_short, 0);
             return true;
         }
     }
@@ -230,22 +254,38 @@ static bool arena_grow(uint32_t seen, unsigned order)
  * page where a live medium block starts: both bytes are cleared before a
  * block goes back. Costs a scan of size/4 KiB bytes, small next to using the
  * block; turns a back-end overlap (docs/correctness.md, S1) into a loud stop
- * instead of silent corruption. */
-static void check_fresh(void *p, unsigned order)
+ * instead of silent corruption. A page byte NBM_PAGE_DIRTY is not a block:
+ * the page went back resident (a cached block split by nbm__block_take_next's
+ * caller), so the block is not known zero; returns whether one was seen, and
+ * with clear (the block is the caller's for good) clears them. Without
+ * clear (a block given back at once) they stay for its next taker. */
+static bool check_fresh(void *p, unsigned order, bool clear)
 {
     nbm_arena_t *ar = nbm__arena_of((uintptr_t)p);
     uintptr_t off = (uintptr_t)p - ar->base;
     size_t pages = (size_t)1 << order, u0 = off >> NBM_UNIT_SHIFT;
     size_t units = (NBM_PAGE << order) >> NBM_UNIT_SHIFT;
+    bool dirty = false;
     for (size_t u = 0; u < (units ? units : 1); u++)
         if (nbm_load_u32_relaxed(&ar->unit[u0 + u]))
             nbm__fatal("internal error: back-end block overlaps a live chunk at", p);
-    for (size_t k = 0; k < pages; k++)
-        if (nbm_load_u8_relaxed(&ar->page_order[(off >> NBM_PAGE_SHIFT) + k]))
+    for (size_t k = 0; k < pages; k++) {
+        _Atomic uint8_t *b = &ar->page_order[(off >> NBM_PAGE_SHIFT) + k];
+        uint8_t v = nbm_load_u8_relaxed(b);
+        if (v == NBM_PAGE_DIRTY) {
+            dirty = true;
+            if (clear) /* relaxed: the block is ours; the back-end's CAS publishes it */
+                nbm_store_u8_relaxed(b, 0);
+        } else if (v) {
             nbm__fatal("internal error: back-end block overlaps a live medium block at", p);
+        }
+    }
+    return dirty;
 }
 
-void *nbm__block_alloc(unsigned order, uint32_t *hint)
+/* A block of the order from the back-end, searched from *hint; *dirty when
+ * some of it went back resident (see check_fresh). */
+static void *block_find(unsigned order, uint32_t *hint, bool clear, bool *dirty)
 {
     bool swept = false;
     for (;;) {
@@ -259,7 +299,7 @@ void *nbm__block_alloc(unsigned order, uint32_t *hint)
             void *p = nbbs_alloc_order(ar->bb, order);
             if (p) {
                 *hint = i;
-                check_fresh(p, order);
+                *dirty = check_fresh(p, order, clear);
                 return p;
             }
         }
@@ -273,8 +313,14 @@ void *nbm__block_alloc(unsigned order, uint32_t *hint)
             nbm__decay_sweep(true);
             continue;
         }
+        nbm_store_u32_relaxed(&memory_short, 1);
         return NULL; /* the caller may recover (nbm__recover) and retry */
     }
+}
+
+void *nbm__block_alloc(unsigned order, uint32_t *hint, bool *dirty)
+{
+    return block_find(order, hint, true, dirty);
 }
 
 void nbm__block_free(nbm_arena_t *ar, void *p)
@@ -308,9 +354,10 @@ static _Thread_local uintptr_t pack_end NBM_TLS;
  * the next power of two, that is one block per binary digit of pages,
  * largest first); if a piece is taken meanwhile (or larger than the arena's
  * max block), gives back those taken and says false. */
-static bool pieces_take(nbm_arena_t *ar, char *x, size_t pages)
+static bool pieces_take(nbm_arena_t *ar, char *x, size_t pages, bool *dirty)
 {
     char *q = x, *end = x + (pages << NBM_PAGE_SHIFT);
+    bool d = false;
     while (q < end) {
         size_t off = (size_t)((uintptr_t)q - ar->base) >> NBM_PAGE_SHIFT, left = (size_t)(end - q) >> NBM_PAGE_SHIFT;
         unsigned k = 63u - (unsigned)__builtin_clzll(left);
@@ -323,15 +370,18 @@ static bool pieces_take(nbm_arena_t *ar, char *x, size_t pages)
         }
         if (rc != 0)
             nbm__fatal("internal error: back-end refused a piece at", q);
-        check_fresh(q, k);
+        d |= check_fresh(q, k, false); /* marks stay if a later piece is refused */
         q += NBM_PAGE << k;
     }
+    if (d)
+        marks_clear(ar, x, pages);
+    *dirty = d;
     return true;
 }
 
 /* The packed placement right after this thread's last block of pieces, or
  * NULL (no such block, past its arena's end, or a piece taken). */
-static void *pack_next(size_t pages)
+static void *pack_next(size_t pages, bool *dirty)
 {
     uintptr_t x = pack_end;
     if (!x)
@@ -340,31 +390,32 @@ static void *pack_next(size_t pages)
     if (!ar || nbm_load_u32_relaxed(&ar->retired) ||
         x + (pages << NBM_PAGE_SHIFT) > ar->base + ar->size || x + (pages << NBM_PAGE_SHIFT) < x)
         return NULL;
-    return pieces_take(ar, (char *)x, pages) ? (void *)x : NULL;
+    return pieces_take(ar, (char *)x, pages, dirty) ? (void *)x : NULL;
 }
 
 /* Tries of the search and the in-place takes before the power-of-two
  * block is kept whole. */
 #define NBM_PIECE_TRIES 3
 
-void *nbm__block_alloc_pieces(size_t pages, bool pack, uint32_t *hint, bool *whole)
+void *nbm__block_alloc_pieces(size_t pages, bool pack, uint32_t *hint, bool *whole, bool *dirty)
 {
     unsigned o = 63u - (unsigned)__builtin_clzll(pages); /* 2^o < pages < 2^(o+1) */
     *whole = false;
-    void *x = pack ? pack_next(pages) : NULL;
+    void *x = pack ? pack_next(pages, dirty) : NULL;
     if (x) {
         pack_end = (uintptr_t)x + (pages << NBM_PAGE_SHIFT);
         return x;
     }
     for (unsigned t = 0;; t++) {
-        char *p = nbm__block_alloc(o + 1, hint);
-        if (!p || t + 1 == NBM_PIECE_TRIES) {
+        bool last = t + 1 == NBM_PIECE_TRIES;
+        char *p = block_find(o + 1, hint, last, dirty); /* marks kept on a block given back */
+        if (!p || last) {
             *whole = p != NULL;
             return p;
         }
         nbm_arena_t *ar = nbm__arena_of((uintptr_t)p);
         nbm__block_free(ar, p);
-        if (pieces_take(ar, p, pages)) {
+        if (pieces_take(ar, p, pages, dirty)) {
             if (pack)
                 pack_end = (uintptr_t)p + (pages << NBM_PAGE_SHIFT);
             return p;
@@ -376,5 +427,42 @@ void *nbm__block_alloc_pieces(size_t pages, bool pack, uint32_t *hint, bool *who
 void nbm__block_free_pieces(nbm_arena_t *ar, void *p, size_t pages)
 {
     pieces_free(ar, p, (char *)p + (pages << NBM_PAGE_SHIFT));
+}
+
+void nbm__block_free_any(nbm_arena_t *ar, void *p, size_t pages)
+{
+    if (pages & (pages - 1))
+        pieces_free(ar, p, (char *)p + (pages << NBM_PAGE_SHIFT));
+    else
+        nbm__block_free(ar, p);
+}
+
+void *nbm__block_take_next(nbm_arena_t *ar, char **q, char *end, unsigned *order)
+{
+    while (*q < end) {
+        char *x = *q;
+        size_t off = (size_t)((uintptr_t)x - ar->base) >> NBM_PAGE_SHIFT, left = (size_t)(end - x) >> NBM_PAGE_SHIFT;
+        unsigned k = 63u - (unsigned)__builtin_clzll(left);
+        if (off && (unsigned)__builtin_ctzll(off) < k)
+            k = (unsigned)__builtin_ctzll(off);
+        if (k > ar->max_order)
+            k = ar->max_order;
+        for (;;) {
+            int rc = nbbs_alloc_at(ar->bb, x, k);
+            if (rc == 0) {
+                check_fresh(x, k, true);
+                *q = x + (NBM_PAGE << k);
+                *order = k;
+                return x;
+            }
+            if (rc != NBBS_EBUSY)
+                nbm__fatal("internal error: back-end refused a piece at", x);
+            if (k == 0)
+                break; /* this page is another allocation's */
+            k--; /* part of it is taken: its first half */
+        }
+        *q = x + NBM_PAGE;
+    }
+    return NULL;
 }
 

@@ -416,6 +416,10 @@ _Static_assert(NBM_NCLASSES + 1 < 1 << (16 - NBM_UNIT_CLASS_SHIFT), "a class fit
 _Static_assert((1u << NBM_UNIT_CLASS_SHIFT) == sizeof(nbm_bin_t),
                "the unit word's low half is the bin's byte offset (free's fast path adds it to the heap record)");
 #define NBM_PAGE_FREED 0x80u
+/* The page byte of a page of a split cached block while it passes through
+ * the back-end resident (medium.c, split): its taker sees it is not zero
+ * (arena.c, check_fresh). No block's byte: classes + 1 stay below 0x7f. */
+#define NBM_PAGE_DIRTY 0xffu
 
 NBM_HIDDEN extern _Atomic uintptr_t nbm__map[NBM_MAP_SIZE];
 
@@ -563,8 +567,13 @@ NBM_HIDDEN void     nbm__write_num(int fd, uint64_t v);
 NBM_HIDDEN void     nbm__write_hex(int fd, uintptr_t v);
 
 /* --- arenas and medium blocks (arena.c, medium.c) ------------------------------------ */
-NBM_HIDDEN void *nbm__block_alloc(unsigned order, uint32_t *hint);  /* a back-end block, NULL = none */
+/* A back-end block, NULL = none; *dirty: some of its pages may hold data
+ * (see NBM_PAGE_DIRTY), else it is zero. */
+NBM_HIDDEN void *nbm__block_alloc(unsigned order, uint32_t *hint, bool *dirty);
 NBM_HIDDEN void *nbm__block_cached(unsigned order); /* a block of the medium cache, or NULL */
+/* Whether the last search for a block found none and no arena could be
+ * added since (address space refused: ulimit -v, NBM_LIMIT_MB). */
+NBM_HIDDEN bool  nbm__memory_short(void);
 NBM_HIDDEN void  nbm__block_free(nbm_arena_t *ar, void *p);          /* back to the back-end */
 /* A block of `pages` 4 KiB pages, not a power of two (2^o < pages <
  * 2^(o+1)), made of contiguous back-end blocks. With pack, first right
@@ -578,8 +587,19 @@ NBM_HIDDEN void  nbm__block_free(nbm_arena_t *ar, void *p);          /* back to 
  * block of order o + 1 is kept whole (*whole). NULL: no block of order
  * o + 1 could be had. The block's pieces go back with
  * nbm__block_free_pieces (a whole one with nbm__block_free). */
-NBM_HIDDEN void *nbm__block_alloc_pieces(size_t pages, bool pack, uint32_t *hint, bool *whole);
+NBM_HIDDEN void *nbm__block_alloc_pieces(size_t pages, bool pack, uint32_t *hint, bool *whole, bool *dirty);
 NBM_HIDDEN void  nbm__block_free_pieces(nbm_arena_t *ar, void *p, size_t pages);
+/* A block of `pages` back to the back-end: one block if a power of two,
+ * else its pieces. */
+NBM_HIDDEN void  nbm__block_free_any(nbm_arena_t *ar, void *p, size_t pages);
+/* After the caller gave a range [*q, end) of arena ar back to the back-end
+ * (its pages marked NBM_PAGE_DIRTY), takes it again piece by piece: the
+ * next piece at or after *q, the largest buddy block aligned there that
+ * fits below end and is free (a smaller one where part of it was taken
+ * meanwhile; a page another allocation holds is skipped). Returns the
+ * piece (its marks cleared, *order its order, *q moved past it) or NULL
+ * when nothing below end is left. */
+NBM_HIDDEN void *nbm__block_take_next(nbm_arena_t *ar, char **q, char *end, unsigned *order);
 /* Resident free memory moves where it is needed (one budget for all
  * sizes): a medium block of NBM_MOVE_ORDER and up whose request reaches past
  * what it may have resident (a block new from the back-end has nothing) has a

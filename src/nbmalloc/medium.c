@@ -21,7 +21,8 @@
  * its next request of that order whose class the block holds (no atomic RMW
  * but the page-byte exchange): one slot per order, as many blocks held as
  * before the classes, though a block may serve a smaller class of its order
- * (up to 2x the request; a reuse from the cache below may be 4x). Other
+ * (up to 2x the request; a reuse from the cache below may be 4x, split
+ * while address space is short). Other
  * freed medium blocks are kept on a per-class stack (a descriptor holding
  * the block) and reused first by the next request of that class. How many
  * are kept is the memory policy's (decay.c, one policy per class; a block in
@@ -124,6 +125,8 @@ _Static_assert(NBM_MOVE_ORDER > SPLIT, "moves are for blocks above the split");
 
 #define NBM_PAGE_UNITS ((char *)1) /* a cached block's desc->bump: its unit words are still a page's */
 static void cache_put(void *p, unsigned cls, bool page);
+static void cache_hold(void *p, unsigned cls, bool page);
+static void release(nbm_arena_t *ar, void *p, unsigned cls);
 
 static _Thread_local uint32_t slot_hits NBM_TLS; /* this thread's hits on its own medium slots */
 
@@ -159,6 +162,124 @@ static uint32_t pop_aligned(unsigned cls, size_t align)
     return d;
 }
 
+/* Pieces of a block taken back remembered until all of it is known taken:
+ * greedy aligned pieces of up to 2^14 pages on any page are at most 28
+ * (a class placed fresh has at most 4); more only after a race. */
+#define NBM_SPLIT_PIECES 32
+
+/* What part [x, x + n pages) of the split block at p may have resident, and
+ * its moved top (the block's extent word said had and mtop), in its own
+ * extent words (blocks of NBM_MOVE_CLASS and up keep them); no moves. */
+static void part_extent(nbm_arena_t *ar, char *p, char *x, uint32_t n, uint32_t had, uint32_t mtop)
+{
+    uint32_t off = (uint32_t)((size_t)(x - p) >> NBM_PAGE_SHIFT);
+    uint32_t res = had > off ? had - off : 0, mt = mtop > off ? mtop - off : 0;
+    /* Relaxed: the part is ours alone. */
+    nbm_store_u32_relaxed(extent_of(ar, x), EXT(res < n ? res : n, 0));
+    nbm_store_u32_relaxed(moved_top_of(ar, x), mt < n ? mt : n);
+}
+
+/* A part [x, ...) of class c split off the cached block at p joins the
+ * cache (page byte: a freed block's), held by the class's policy, or goes
+ * back purged if the policy keeps nothing. */
+static void part_keep(nbm_arena_t *ar, char *p, char *x, unsigned c, uint32_t had, uint32_t mtop)
+{
+    if (c >= NBM_MOVE_CLASS)
+        part_extent(ar, p, x, (uint32_t)class_pages(c), had, mtop);
+    nbm_store_u8_relaxed(page_byte(ar, x), (uint8_t)((c + 1) | NBM_PAGE_FREED));
+    if (nbm__opt.purge_delay_ns != 0)
+        cache_hold(x, c, false);
+    else
+        release(ar, x, c);
+}
+
+/* Takes [s, e) of a split block back from the back-end; true if all of it
+ * (one block now), else the pieces taken are kept each as a block of its
+ * order's class (the rest is another allocation's). */
+static bool take_part(nbm_arena_t *ar, char *p, char *s, char *e, uint32_t had, uint32_t mtop)
+{
+    char *q = s, *at = s, *x, *mine[NBM_SPLIT_PIECES];
+    unsigned ord[NBM_SPLIT_PIECES], k, n = 0;
+    bool whole = true;
+    while ((x = nbm__block_take_next(ar, &q, e, &k)) != NULL) {
+        whole &= x == at;
+        at = q;
+        if (n < NBM_SPLIT_PIECES) {
+            mine[n] = x;
+            ord[n++] = k;
+        } else {
+            whole = false;
+            part_keep(ar, p, x, class_of_order(k), had, mtop);
+        }
+    }
+    whole &= at == e;
+    if (!whole)
+        for (unsigned i = 0; i < n; i++)
+            part_keep(ar, p, mine[i], class_of_order(ord[i]), had, mtop);
+    return whole;
+}
+
+/* While address space is short (nbm__memory_short: with space to spare the
+ * block is taken whole, see nbm__medium_alloc), a cached block p of class
+ * up (popped: ours alone) serves a request of the smaller class cls: it
+ * goes back to the back-end and is taken again
+ * in parts (nbm__block_take_next): the request's block at its start (or
+ * its first place aligned to its size, for a power-of-two class), then
+ * as many more blocks of the request's class as fit (the class in demand;
+ * 3 x 320 KiB in 1 MiB, as packed fresh blocks would be), then the tail in
+ * buddy blocks, each cached as a block of its class: resident memory the
+ * policies keep counting (held, returned by the sweep as any cached block)
+ * and that the next requests take, instead of up to 3/4 of the block held
+ * by a request that never touches it. Its pages are marked NBM_PAGE_DIRTY
+ * while they pass through the back-end: an allocation that takes some
+ * meanwhile knows them not zero (and what it took is simply not ours).
+ * Returns false, the block whole and untouched, if moves cut it (their
+ * count is the whole block's, see heal) or a request of a power-of-two
+ * class finds no place aligned to its size in it; else *out is the
+ * request's block, or NULL when part of it was taken meanwhile. */
+static bool split(char *p, unsigned up, unsigned cls, void **out)
+{
+    nbm_arena_t *ar = nbm__arena_of((uintptr_t)p);
+    uint32_t had = 0, mtop = 0;
+    if (up >= NBM_MOVE_CLASS) { /* relaxed: the block is ours alone */
+        uint32_t w = nbm_load_u32_relaxed(extent_of(ar, p));
+        if (EXT_FRAGS(w))
+            return false;
+        had = EXT_PAGES(w);
+        mtop = nbm_load_u32_relaxed(moved_top_of(ar, p));
+    }
+    size_t pages = class_pages(up), want = class_pages(cls), size = want << NBM_PAGE_SHIFT;
+    char *end = p + (pages << NBM_PAGE_SHIFT), *a = p, *x;
+    /* A block of a power-of-two class is one back-end block, aligned to its
+     * size: in a block of pieces (packed on any page) the request's is the
+     * first aligned place; if none fits, no split. */
+    if (class_whole(cls))
+        a = (char *)(((uintptr_t)p + size - 1) & ~(uintptr_t)(size - 1));
+    if ((size_t)(end - a) < size)
+        return false;
+    /* Relaxed: published by the back-end's CAS in the free below. */
+    for (size_t k = 0; k < pages; k++)
+        nbm_store_u8_relaxed(page_byte(ar, p + (k << NBM_PAGE_SHIFT)), NBM_PAGE_DIRTY);
+    nbm__block_free_any(ar, p, pages);
+    char *s = p;
+    unsigned k;
+    while ((x = nbm__block_take_next(ar, &s, a, &k)) != NULL) /* before the request's (a pieces block) */
+        part_keep(ar, p, x, class_of_order(k), had, mtop);
+    s = a + size;
+    *out = NULL;
+    if (take_part(ar, p, a, s, had, mtop)) {
+        if (cls >= NBM_MOVE_CLASS)
+            part_extent(ar, p, a, (uint32_t)want, had, mtop);
+        *out = a;
+    }
+    for (; (size_t)(end - s) >= size; s += size)
+        if (take_part(ar, p, s, s + size, had, mtop))
+            part_keep(ar, p, s, cls, had, mtop);
+    while ((x = nbm__block_take_next(ar, &s, end, &k)) != NULL)
+        part_keep(ar, p, x, class_of_order(k), had, mtop);
+    return true;
+}
+
 /* Fast case (no atomic RMW): the thread's own last freed block of this
  * order. Then the shared decay cache (one CAS), then the back-end. */
 void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc, nbm_hole_t *hole)
@@ -182,32 +303,46 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
         /* A request takes a cached block up to NBM_REUSE_UP_MAX times
          * larger before new memory: its pages are already there, and classes
          * of one working set would otherwise each keep their own peak's
-         * worth. */
+         * worth. While address space is short the rest is split off into
+         * cached blocks (split) instead of held by the request; splitting
+         * every time cut up the blocks the next large requests wanted
+         * (storm: 1.45x the time, 2.8x the peak RSS; docs/nbmalloc.md). */
         size_t up_max = class_pages(cls) * NBM_REUSE_UP_MAX;
+        unsigned got = cls;
         for (unsigned up = cls + 1; !d && cls >= NBM_REUSE_UP_MIN && up < NBM_MCLASSES && class_pages(up) <= up_max; up++)
             if ((d = pop_aligned(up, align)) != 0)
-                cls = up;
+                got = up;
+        p = NULL;
         if (d) {
             p = nbm__desc(d)->list;
             if (nbm__desc(d)->bump == NBM_PAGE_UNITS)
-                nbm__page_forget(p, class_order(cls)); /* a page's block becomes a medium block */
-            NBM_STAT_SUB(medium_cached, class_bytes(cls));
-            nbm__decay_unhold(&policy[cls], class_bytes(cls));
+                nbm__page_forget(p, class_order(got)); /* a page's block becomes a medium block */
+            NBM_STAT_SUB(medium_cached, class_bytes(got));
+            nbm__decay_unhold(&policy[got], class_bytes(got));
             nbm__desc_put(tc, d);
             *fresh = false;
-        } else {
+            if (got == cls || !nbm__memory_short() || !split(p, got, cls, (void **)&p))
+                cls = got; /* whole: the same class, or one with moves in it */
+        }
+        if (!p) {
             uint32_t any = 0, *hint = tc ? &tc->arena_hint : &any;
+            bool dirty;
             if (class_whole(cls)) {
-                p = nbm__block_alloc(class_order(cls), hint);
+                p = nbm__block_alloc(class_order(cls), hint, &dirty);
             } else {
                 bool whole;
-                p = nbm__block_alloc_pieces(class_pages(cls), align <= NBM_PAGE, hint, &whole);
+                p = nbm__block_alloc_pieces(class_pages(cls), align <= NBM_PAGE, hint, &whole, &dirty);
                 if (whole) /* pieces lost to other threads every try: the power of two */
                     cls = class_of_order(class_order(cls) + 1);
             }
             if (!p)
                 return NULL;
-            *fresh = true; /* never used, or purged before it went back */
+            *fresh = !dirty; /* never used, or purged before it went back */
+            if (dirty && cls >= NBM_MOVE_CLASS) { /* relaxed: ours alone */
+                nbm_arena_t *ar = nbm__arena_of((uintptr_t)p);
+                nbm_store_u32_relaxed(extent_of(ar, p), EXT(class_pages(cls), 0)); /* all may be resident */
+                nbm_store_u32_relaxed(moved_top_of(ar, p), 0);
+            }
         }
         nbm__decay_take(&policy[cls], class_bytes(cls), now);
         maybe_sweep(now);
@@ -221,7 +356,7 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
         /* Relaxed: the block is ours; its next owner gets it through a
          * cache's CAS or the user's hand-over. */
         _Atomic uint32_t *ext = extent_of(ar, p);
-        uint32_t w = *fresh ? 0 : nbm_load_u32_relaxed(ext), had = EXT_PAGES(w);
+        uint32_t w = *fresh ? 0 : nbm_load_u32_relaxed(ext), had = EXT_PAGES(w); /* a dirty new block: set above */
         uint32_t want = (uint32_t)((size + NBM_PAGE - 1) >> NBM_PAGE_SHIFT);
         if (*fresh || want > had)
             nbm_store_u32_relaxed(ext, EXT(want > had ? want : had, EXT_FRAGS(w)));
@@ -314,7 +449,7 @@ static unsigned medium_order(nbm_arena_t *ar, const void *p, const char *who, co
     _Atomic uint8_t *slot = page_byte(ar, p);
     uint8_t o1 = nbm_load_u8_relaxed(slot);
     for (;;) {
-        if (o1 == 0)
+        if (o1 == 0 || o1 == NBM_PAGE_DIRTY)
             nbm__fatal(who, p);
         if (o1 & NBM_PAGE_FREED)
             nbm__fatal(freed, p);
@@ -385,27 +520,36 @@ void nbm__medium_slots_release(nbm_tcache_t *tc, bool *any)
  * it leaves the cache as a medium block or for the back-end. */
 static void cache_put(void *p, unsigned cls, bool page)
 {
-    size_t size = class_bytes(cls);
     uint64_t now = nbm__os_now_ns();
-    bool keep = nbm__decay_give(&policy[cls], size, now);
+    if (nbm__decay_give(&policy[cls], class_bytes(cls), now))
+        cache_hold(p, cls, page);
+    else
+        release(nbm__arena_of((uintptr_t)p), p, cls);
+    maybe_sweep(now);
+}
+
+/* The free block p of class cls joins the cache, held by the class's
+ * policy, if the optional fixed cap has room (else, or with no descriptor
+ * to be had, it goes back to the back-end purged). */
+static void cache_hold(void *p, unsigned cls, bool page)
+{
+    size_t size = class_bytes(cls);
     uint32_t d = 0;
-    if (keep && (nbm__opt.cache_max == UINT64_MAX ||
-                 NBM_STAT(medium_cached) + size <= nbm__opt.cache_max))
+    if (nbm__opt.cache_max == UINT64_MAX || NBM_STAT(medium_cached) + size <= nbm__opt.cache_max)
         d = nbm__desc_get(nbm__tc); /* 0 when out of memory: straight back */
     if (!d) {
         release(nbm__arena_of((uintptr_t)p), p, cls);
-    } else {
-        nbm_desc_t *ds = nbm__desc(d);
-        ds->list = p;
-        ds->count = cls;
-        ds->bump = page ? NBM_PAGE_UNITS : NULL;
-        NBM_STAT_ADD(medium_cached, size);
-        /* Counted before it can be popped: a pop's unhold never runs first
-         * (held would wrap, and a sweep reading it would return everything). */
-        nbm__decay_hold(&policy[cls], size);
-        nbm__stack_push(&decay[cls], &nbm__desc_pool, d, d);
+        return;
     }
-    maybe_sweep(now);
+    nbm_desc_t *ds = nbm__desc(d);
+    ds->list = p;
+    ds->count = cls;
+    ds->bump = page ? NBM_PAGE_UNITS : NULL;
+    NBM_STAT_ADD(medium_cached, size);
+    /* Counted before it can be popped: a pop's unhold never runs first
+     * (held would wrap, and a sweep reading it would return everything). */
+    nbm__decay_hold(&policy[cls], size);
+    nbm__stack_push(&decay[cls], &nbm__desc_pool, d, d);
 }
 
 void nbm__medium_release(void *p, unsigned order)

@@ -29,7 +29,8 @@ nbm_page_t *nbm__page_new(unsigned cls, uintptr_t heap, uint32_t *hint, void *bl
 {
     const nbm_class_t *c = &nbm__classes[cls];
     char *b = block;
-    if (!b && !(b = nbm__block_alloc(page_order(c), hint)))
+    bool dirty; /* a page needs no zero memory */
+    if (!b && !(b = nbm__block_alloc(page_order(c), hint, &dirty)))
         return NULL;
     nbm_arena_t *ar = nbm__arena_of((uintptr_t)b);
     size_t u0 = first_unit(ar, (uintptr_t)b);

@@ -9,6 +9,10 @@
  *                   malloc fails, print "fill SIZE BYTES" (bytes reached),
  *                   free them all; then print "after SIZE ok" for malloc of
  *                   100 B, 4000 B, 1 MiB and 100 MiB after the last round
+ *   refill R N S    N blocks of R bytes (a reserve), then blocks of S until
+ *                   malloc fails; the reserve freed, blocks of S again until
+ *                   malloc fails: prints "refill S FREED REGAINED" (bytes
+ *                   of the reserve, and of S reached after freeing it)
  *   valid           every alignment glibc serves, up to 2 GiB, allocated,
  *                   written and freed; malloc(64 TiB) must fail with ENOMEM
  *   bogus           each bad free in a child: must abort with a message
@@ -107,6 +111,31 @@ static int mode_fill(char *list)
         free(p);
     }
     return failures != 0;
+}
+
+static int mode_refill(size_t rs, size_t rn, size_t size)
+{
+    ptrs_init((size_t)4 << 20);
+    if (rn > ptrs_cap / 2)
+        return 2;
+    void **res = ptrs + ptrs_cap / 2;
+    for (size_t i = 0; i < rn; i++)
+        if (!(res[i] = malloc(rs))) {
+            fprintf(stderr, "refill: reserve failed at %zu\n", i);
+            return 2;
+        }
+    size_t n = 0, lim = ptrs_cap / 2;
+    while (n < lim && (ptrs[n] = malloc(size)) != NULL)
+        ((char *)ptrs[n++])[0] = 1;
+    for (size_t i = 0; i < rn; i++)
+        free(res[i]);
+    size_t m = n;
+    while (n < lim && (ptrs[n] = malloc(size)) != NULL)
+        ((char *)ptrs[n++])[0] = 1;
+    printf("refill %zu %zu %zu\n", size, rn * rs, (n - m) * size);
+    while (n)
+        free(ptrs[--n]);
+    return 0;
 }
 
 static int mode_valid(void)
@@ -368,12 +397,14 @@ int main(int argc, char **argv)
         return mode_small();
     if (argc >= 3 && !strcmp(argv[1], "fill"))
         return mode_fill(argv[2]);
+    if (argc >= 5 && !strcmp(argv[1], "refill"))
+        return mode_refill(strtoull(argv[2], NULL, 0), strtoull(argv[3], NULL, 0), strtoull(argv[4], NULL, 0));
     if (argc >= 2 && !strcmp(argv[1], "valid"))
         return mode_valid();
     if (argc >= 2 && !strcmp(argv[1], "bogus"))
         return mode_bogus();
     if (argc >= 4 && !strcmp(argv[1], "fuzz"))
         return mode_fuzz(atol(argv[2]), strtoull(argv[3], NULL, 0));
-    fprintf(stderr, "usage: %s small | fill S1,S2,... | threads T R | valid | bogus | fuzz N SEED\n", argv[0]);
+    fprintf(stderr, "usage: %s small | fill S1,S2,... | refill R N S | threads T R | valid | bogus | fuzz N SEED\n", argv[0]);
     return 2;
 }

@@ -38,6 +38,23 @@
  *     the clock values that went wrong (an exit in an even nanosecond, a
  *     `now` of the same tick), and 8 forked children in which the main
  *     thread's heartbeat right after a thread's exit purges nothing.
+ *   nbm_test_policy split    (run with NBM_PURGE_DELAY_MS=3600000 and
+ *                             NBM_LIMIT_MB=64)
+ *     with address space to spare, a 256 KiB request takes a cached 1 MiB
+ *     block whole; once the address space ran out (1 MiB blocks allocated
+ *     until malloc fails, then freed), a request that takes a larger cached
+ *     block keeps its part only (medium.c, split): after a 1 MiB block is
+ *     freed, a 256 KiB request
+ *     gets its first 256 KiB (usable size 256 KiB) and the other 768 KiB
+ *     stay cached (the policy's held bytes) and serve the next three 256 KiB
+ *     requests; a 512 KiB request leaves 512 KiB cached, which nbm_purge
+ *     returns; three 300,000 B requests all fit in the one freed 1 MiB.
+ *     dirty: a block whose pages went back to the back-end resident (marked
+ *     as a split marks them) is no longer known zero: calloc of its size,
+ *     until it gets that block, reads zeros every time.
+ *     take: a split's takes around parts another allocation got meanwhile
+ *     take every other part (the largest buddy block at each place, marks
+ *     cleared) and skip those.
  *   nbm_test_policy limit    (run with NBM_LIMIT_MB=256)
  *     a huge realloc beyond the limit fails with ENOMEM, the block intact.
  *   nbm_test_policy move [--no-rss]  (run with NBM_PURGE_DELAY_MS=10000:
@@ -103,6 +120,7 @@
 
 #include "../check.h"
 
+#define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
 /* NBM_SPARE_KEEP (src/nbmalloc/internal.h): spares per page order a heap
  * keeps for its own pages, never moved into a medium block's hole. */
@@ -281,6 +299,177 @@ static void test_limit(void)
     char *q = nbm_realloc(p, 150 * MIB); /* within the limit: still fine */
     CHECK(q != NULL && q[0] == 5);
     nbm_free(q);
+}
+
+/* In a thread of its own: no medium block of a slot (one per order up to
+ * 512 KiB) to serve the requests instead. */
+static void *split_body(void *arg)
+{
+    (void)arg;
+    /* Address space to spare: the request takes the block whole. */
+    nbm_purge();
+    char *p = nbm_malloc(MIB), *q[4];
+    CHECK(p != NULL);
+    nbm_free(p);
+    q[0] = nbm_malloc(256 * KIB);
+    CHECK(q[0] == p);
+    CHECK_EQ(nbm_usable_size(q[0]), MIB);
+    nbm_free(q[0]);
+    /* Out of address space once (NBM_LIMIT_MB=64): from then on, split. */
+    static char *all[128];
+    size_t n = 0;
+    while (n < 128 && (all[n] = nbm_malloc(MIB)) != NULL)
+        n++;
+    CHECK(n > 0 && n < 128);
+    while (n)
+        nbm_free(all[--n]);
+    nbm_purge();
+    p = nbm_malloc(MIB);
+    CHECK(p != NULL);
+    touch(p, MIB);
+    nbm_free(p);
+    CHECK_EQ(cached(), MIB);
+    q[0] = nbm_malloc(256 * KIB);
+    CHECK(q[0] == p);
+    CHECK_EQ(nbm_usable_size(q[0]), 256 * KIB);
+    CHECK_EQ(cached(), 768 * KIB); /* the rest, still counted */
+    for (int i = 1; i < 4; i++) {
+        q[i] = nbm_malloc(256 * KIB);
+        CHECK(q[i] >= p + 256 * KIB && q[i] < p + MIB);
+        for (int j = 1; j < i; j++)
+            CHECK(q[i] != q[j]);
+    }
+    CHECK_EQ(cached(), 0);
+    for (int i = 0; i < 4; i++)
+        memset(q[i], i + 1, 256 * KIB);
+    for (int i = 0; i < 4; i++) {
+        CHECK(q[i][0] == i + 1 && q[i][256 * KIB - 1] == i + 1);
+        nbm_free(q[i]);
+    }
+
+    nbm_purge();
+    p = nbm_malloc(MIB);
+    CHECK(p != NULL);
+    touch(p, MIB);
+    nbm_free(p);
+    q[0] = nbm_malloc(512 * KIB);
+    CHECK(q[0] == p);
+    CHECK_EQ(cached(), 512 * KIB);
+    size_t p0 = purged();
+    nbm_purge();
+    CHECK_EQ(cached(), 0);
+    CHECK(purged() - p0 >= 512 * KIB);
+    nbm_free(q[0]);
+
+    nbm_purge();
+    p = nbm_malloc(MIB);
+    CHECK(p != NULL);
+    touch(p, MIB);
+    nbm_free(p);
+    for (int i = 0; i < 3; i++) {
+        q[i] = nbm_malloc(300000);
+        CHECK(q[i] >= p && q[i] + 300000 <= p + MIB);
+    }
+    for (int i = 0; i < 3; i++)
+        nbm_free(q[i]);
+    nbm_purge();
+    return NULL;
+}
+
+static void test_split(void)
+{
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, split_body, NULL); /* checked after the join: the counts are not atomic */
+    if (rc == 0)
+        pthread_join(t, NULL);
+    CHECK_EQ(rc, 0);
+}
+
+/* A 256 KiB block written, then given back to the back-end with its pages
+ * marked as a split marks them (nbm__block_free, not nbm_free: no purge):
+ * callocs of 256 KiB (a new thread: no slot; no cached block after the
+ * purge) come from the back-end until one is that block; each reads zeros. */
+static void *dirty_body(void *arg)
+{
+    (void)arg;
+    nbm_purge();
+    enum { TRIES = 4096 };
+    static char *got[TRIES];
+    char *p = nbm_malloc(256 * KIB);
+    CHECK(p != NULL);
+    memset(p, 0xab, 256 * KIB);
+    nbm_arena_t *ar = nbm__arena_of((uintptr_t)p);
+    for (size_t k = 0; k < 64; k++)
+        ar->page_order[((uintptr_t)p - ar->base) / 4096 + k] = NBM_PAGE_DIRTY;
+    nbm__block_free(ar, p);
+    size_t n = 0, nonzero = 0;
+    bool seen = false;
+    while (n < TRIES && !seen) {
+        char *q = got[n++] = nbm_calloc(1, 256 * KIB);
+        CHECK(q != NULL);
+        for (size_t i = 0; i < 256 * KIB; i += 512)
+            nonzero += q[i] != 0;
+        seen = q == p;
+    }
+    CHECK(seen);
+    CHECK_EQ(nonzero, 0);
+    while (n)
+        nbm_free(got[--n]);
+    return NULL;
+}
+
+static void test_dirty(void)
+{
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, dirty_body, NULL); /* checked after the join: the counts are not atomic */
+    if (rc == 0)
+        pthread_join(t, NULL);
+    CHECK_EQ(rc, 0);
+}
+
+/* The split's takes around another allocation (nbm__block_take_next): a
+ * 1 MiB block given back with its pages marked, two parts of it taken by
+ * "another thread" (nbbs_alloc_at: 256 KiB at +256 KiB, 64 KiB at
+ * +576 KiB) before the takes; the takes get every other part, each the
+ * largest buddy block there, marks cleared, and skip the two. */
+static void *take_body(void *arg)
+{
+    (void)arg;
+    char *p = nbm_malloc(MIB);
+    CHECK(p != NULL && ((uintptr_t)p & (MIB - 1)) == 0);
+    nbm_arena_t *ar = nbm__arena_of((uintptr_t)p);
+    size_t k0 = ((uintptr_t)p - ar->base) / 4096;
+    for (size_t k = 0; k < 256; k++)
+        ar->page_order[k0 + k] = NBM_PAGE_DIRTY;
+    nbm__block_free(ar, p);
+    CHECK_EQ(nbbs_alloc_at(ar->bb, p + 256 * KIB, 6), 0);
+    CHECK_EQ(nbbs_alloc_at(ar->bb, p + 576 * KIB, 4), 0);
+    static const size_t want_off[] = { 0, 512 * KIB, 640 * KIB, 768 * KIB };
+    static const unsigned want_ord[] = { 6, 4, 5, 6 };
+    char *q = p, *x, *got[8];
+    unsigned k, n = 0;
+    while ((x = nbm__block_take_next(ar, &q, p + MIB, &k)) != NULL && n < 8) {
+        CHECK(n < 4 && x == p + want_off[n] && k == want_ord[n]);
+        for (size_t i = 0; i < ((size_t)1 << k); i++)
+            CHECK(ar->page_order[(size_t)(x - (char *)ar->base) / 4096 + i] == 0);
+        got[n++] = x;
+    }
+    CHECK_EQ(n, 4);
+    CHECK(ar->page_order[k0 + 64] == NBM_PAGE_DIRTY && ar->page_order[k0 + 144] == NBM_PAGE_DIRTY);
+    for (unsigned i = 0; i < n; i++)
+        nbm__block_free(ar, got[i]);
+    nbm__block_free(ar, p + 256 * KIB); /* marks kept: not zero for their next taker */
+    nbm__block_free(ar, p + 576 * KIB);
+    return NULL;
+}
+
+static void test_take(void)
+{
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, take_body, NULL); /* checked after the join: the counts are not atomic */
+    if (rc == 0)
+        pthread_join(t, NULL);
+    CHECK_EQ(rc, 0);
 }
 
 static void test_nocache(void)
@@ -932,12 +1121,16 @@ int main(int argc, char **argv)
         test_saturate();
     } else if (!strcmp(mode, "adopt")) {
         test_adopt();
+    } else if (!strcmp(mode, "split")) {
+        test_split();
+        test_dirty();
+        test_take();
     } else if (!strcmp(mode, "limit")) {
         test_limit();
     } else if (!strcmp(mode, "nocache")) {
         test_nocache();
     } else {
-        fprintf(stderr, "usage: nbm_test_policy policy|nocache|limit|move|budget|carry|saturate|adopt [--no-rss]\n");
+        fprintf(stderr, "usage: nbm_test_policy policy|nocache|split|limit|move|budget|carry|saturate|adopt [--no-rss]\n");
         return 2;
     }
     TEST_MAIN_END();
