@@ -194,11 +194,12 @@ static void part_keep(nbm_arena_t *ar, char *p, char *x, unsigned c, uint32_t ha
 }
 
 /* Tests only (tests/nbmalloc/test_split_race.c): called, when set, by a
- * split between its free and its takes, so that other threads allocate
- * in that window (about a microsecond: a stress run of minutes saw no
- * race without it). Hidden (no program or preload reaches it); set before
- * any thread starts and never changed after; one load on the split's path
- * only. */
+ * split between its free and its takes (and by a refused take, arena.c),
+ * so that other threads allocate in that window (about a microsecond: a
+ * 60 s stress run saw a few races a second without it, and only under
+ * load; thousands with it). Hidden (no program or preload reaches it);
+ * set before any thread starts and never changed after; one load on the
+ * split's path and on a refused take only. */
 void (*nbm__split_window)(void);
 
 /* Takes [s, e) of a split block back from the back-end; true if all of it
@@ -207,8 +208,8 @@ void (*nbm__split_window)(void);
  * power-of-two class, freed with one nbbs_free) all of it must be one
  * back-end block: a take refused while another allocation held part of it
  * for a moment, then retaken as two halves, covers it in two blocks, and
- * the second was never freed again (16 MiB of 64 stranded in the back-end
- * after a 4 s test_split_race run). */
+ * the second was never freed again (16-19 MiB of 64 stranded in the
+ * back-end after a 4 s test_split_race run). */
 static bool take_part(nbm_arena_t *ar, char *p, char *s, char *e, bool one, uint32_t had, uint32_t mtop)
 {
     char *q = s, *at = s, *x, *mine[NBM_SPLIT_PIECES];
