@@ -258,8 +258,10 @@ static bool arena_grow(uint32_t seen, unsigned order)
  * the page went back resident (a cached block split by nbm__block_take_next's
  * caller), so the block is not known zero; returns whether one was seen, and
  * with clear (the block is the caller's for good) clears them. Without
- * clear (a block given back at once) they stay for its next taker. */
-static bool check_fresh(void *p, unsigned order, bool clear)
+ * clear (a block given back at once) they stay for its next taker. With
+ * count (another allocation's block, kept), a block with marks counts in
+ * the statistics (dirty_takes: the split's window was entered). */
+static bool check_fresh(void *p, unsigned order, bool clear, bool count)
 {
     nbm_arena_t *ar = nbm__arena_of((uintptr_t)p);
     uintptr_t off = (uintptr_t)p - ar->base;
@@ -273,6 +275,8 @@ static bool check_fresh(void *p, unsigned order, bool clear)
         _Atomic uint8_t *b = &ar->page_order[(off >> NBM_PAGE_SHIFT) + k];
         uint8_t v = nbm_load_u8_relaxed(b);
         if (v == NBM_PAGE_DIRTY) {
+            if (count && !dirty)
+                NBM_STAT_ADD(dirty_takes, 1);
             dirty = true;
             if (clear) /* relaxed: the block is ours; the back-end's CAS publishes it */
                 nbm_store_u8_relaxed(b, 0);
@@ -299,7 +303,7 @@ static void *block_find(unsigned order, uint32_t *hint, bool clear, bool *dirty)
             void *p = nbbs_alloc_order(ar->bb, order);
             if (p) {
                 *hint = i;
-                *dirty = check_fresh(p, order, clear);
+                *dirty = check_fresh(p, order, clear, clear); /* counted when final */
                 return p;
             }
         }
@@ -370,11 +374,13 @@ static bool pieces_take(nbm_arena_t *ar, char *x, size_t pages, bool *dirty)
         }
         if (rc != 0)
             nbm__fatal("internal error: back-end refused a piece at", q);
-        d |= check_fresh(q, k, false); /* marks stay if a later piece is refused */
+        d |= check_fresh(q, k, false, false); /* marks stay if a later piece is refused */
         q += NBM_PAGE << k;
     }
-    if (d)
+    if (d) {
         marks_clear(ar, x, pages);
+        NBM_STAT_ADD(dirty_takes, 1);
+    }
     *dirty = d;
     return true;
 }
@@ -450,7 +456,7 @@ void *nbm__block_take_next(nbm_arena_t *ar, char **q, char *end, unsigned *order
         for (;;) {
             int rc = nbbs_alloc_at(ar->bb, x, k);
             if (rc == 0) {
-                check_fresh(x, k, true);
+                check_fresh(x, k, true, false); /* the split's own marks */
                 *q = x + (NBM_PAGE << k);
                 *order = k;
                 return x;
@@ -460,7 +466,11 @@ void *nbm__block_take_next(nbm_arena_t *ar, char **q, char *end, unsigned *order
             if (k == 0)
                 break; /* this page is another allocation's */
             k--; /* part of it is taken: its first half */
+            NBM_STAT_ADD(split_retakes, 1);
+            if (NBM_UNLIKELY(nbm__split_window != NULL))
+                nbm__split_window(); /* tests only: the other allocation may end meanwhile */
         }
+        NBM_STAT_ADD(split_skips, 1);
         *q = x + NBM_PAGE;
     }
     return NULL;

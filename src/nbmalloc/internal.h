@@ -307,6 +307,13 @@ typedef struct nbm_gstats {
     _Atomic uint64_t arenas, arena_bytes, chunks, chunk_bytes, medium_live, medium_cached;
     _Atomic uint64_t purged, huge_live, huge_bytes, threads, refills, drains;
     _Atomic uint64_t moved; /* bytes of resident free pages moved into new blocks (nbm__os_move) */
+    /* Splits of cached medium blocks (medium.c, split) and their races,
+     * counted on the split's path and the race branches only (not in
+     * nbm_stats_t; nbm_stats_print and the tests read them): parts of a
+     * take refused whole and retaken smaller (nbm__block_take_next), pages
+     * skipped as another allocation's, requests whose part was lost, and
+     * blocks other allocations took with marks on them (check_fresh). */
+    _Atomic uint64_t splits, split_retakes, split_skips, split_lost, dirty_takes;
 } nbm_gstats_t;
 
 /* The heap record of a thread (historically "tcache"). Records are reused:
@@ -600,6 +607,9 @@ NBM_HIDDEN void  nbm__block_free_any(nbm_arena_t *ar, void *p, size_t pages);
  * piece (its marks cleared, *order its order, *q moved past it) or NULL
  * when nothing below end is left. */
 NBM_HIDDEN void *nbm__block_take_next(nbm_arena_t *ar, char **q, char *end, unsigned *order);
+/* Tests only: called, when set, between a split's free and its takes
+ * (medium.c). */
+NBM_HIDDEN extern void (*nbm__split_window)(void);
 /* Resident free memory moves where it is needed (one budget for all
  * sizes): a medium block of NBM_MOVE_ORDER and up whose request reaches past
  * what it may have resident (a block new from the back-end has nothing) has a

@@ -58,6 +58,11 @@ void nbm_stats_print(int fd)
     line(fd, "medium cached   ", s.medium_cached >> 10, " KiB");
     line(fd, "purged (total)  ", s.purged_bytes >> 10, " KiB");
     line(fd, "moved (total)   ", NBM_STAT(moved) >> 10, " KiB");
+    line(fd, "medium splits   ", NBM_STAT(splits), "");
+    line(fd, "  lost requests ", NBM_STAT(split_lost), "");
+    line(fd, "  retakes       ", NBM_STAT(split_retakes), " (a part taken smaller)");
+    line(fd, "  pages skipped ", NBM_STAT(split_skips), "");
+    line(fd, "  dirty takes   ", NBM_STAT(dirty_takes), " (blocks taken by others, not zero)");
     line(fd, "huge live       ", s.huge_live, " mappings");
     line(fd, "huge bytes      ", s.huge_bytes >> 10, " KiB");
     line(fd, "thread heaps    ", s.threads, " taken (new or adopted)");
