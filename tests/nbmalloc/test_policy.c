@@ -301,6 +301,17 @@ static void test_limit(void)
     nbm_free(q);
 }
 
+/* Runs body in a new thread of its own (no slots, no lists of this one's),
+ * checked after the join: the CHECK counts are not atomic. */
+static void in_thread(void *(*body)(void *))
+{
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, body, NULL);
+    if (rc == 0)
+        pthread_join(t, NULL);
+    CHECK_EQ(rc, 0);
+}
+
 /* In a thread of its own: no medium block of a slot (one per order up to
  * 512 KiB) to serve the requests instead. */
 static void *split_body(void *arg)
@@ -376,14 +387,6 @@ static void *split_body(void *arg)
     return NULL;
 }
 
-static void test_split(void)
-{
-    pthread_t t;
-    int rc = pthread_create(&t, NULL, split_body, NULL); /* checked after the join: the counts are not atomic */
-    if (rc == 0)
-        pthread_join(t, NULL);
-    CHECK_EQ(rc, 0);
-}
 
 /* A 256 KiB block written, then given back to the back-end with its pages
  * marked as a split marks them (nbm__block_free, not nbm_free: no purge):
@@ -418,14 +421,6 @@ static void *dirty_body(void *arg)
     return NULL;
 }
 
-static void test_dirty(void)
-{
-    pthread_t t;
-    int rc = pthread_create(&t, NULL, dirty_body, NULL); /* checked after the join: the counts are not atomic */
-    if (rc == 0)
-        pthread_join(t, NULL);
-    CHECK_EQ(rc, 0);
-}
 
 /* The split's takes around another allocation (nbm__block_take_next): a
  * 1 MiB block given back with its pages marked, two parts of it taken by
@@ -463,14 +458,6 @@ static void *take_body(void *arg)
     return NULL;
 }
 
-static void test_take(void)
-{
-    pthread_t t;
-    int rc = pthread_create(&t, NULL, take_body, NULL); /* checked after the join: the counts are not atomic */
-    if (rc == 0)
-        pthread_join(t, NULL);
-    CHECK_EQ(rc, 0);
-}
 
 static void test_nocache(void)
 {
@@ -1122,9 +1109,9 @@ int main(int argc, char **argv)
     } else if (!strcmp(mode, "adopt")) {
         test_adopt();
     } else if (!strcmp(mode, "split")) {
-        test_split();
-        test_dirty();
-        test_take();
+        in_thread(split_body);
+        in_thread(dirty_body);
+        in_thread(take_body);
     } else if (!strcmp(mode, "limit")) {
         test_limit();
     } else if (!strcmp(mode, "nocache")) {
