@@ -198,8 +198,6 @@ bool nbm__arena_reclaim(void)
     return any;
 }
 
-/* Called when a scan of the first `seen` arenas found no block of `order`.
- * Returns false when out of memory. */
 /* Set when a request found no block and no arena could be added (the OS or
  * NBM_LIMIT_MB refused the address space); cleared when one is added or
  * revived. While set, a request that takes a larger cached medium block
@@ -212,6 +210,8 @@ bool nbm__memory_short(void)
     return nbm_load_u32_relaxed(&memory_short) != 0;
 }
 
+/* Called when a scan of the first `seen` arenas found no block of `order`.
+ * Returns false when out of memory. */
 static bool arena_grow(uint32_t seen, unsigned order)
 {
     if (nbm_load_u32(&narenas) != seen)
@@ -274,6 +274,8 @@ static bool check_fresh(void *p, unsigned order, bool clear, bool count)
     for (size_t k = 0; k < pages; k++) {
         _Atomic uint8_t *b = &ar->page_order[(off >> NBM_PAGE_SHIFT) + k];
         uint8_t v = nbm_load_u8_relaxed(b);
+        if (NBM_LIKELY(v == 0)) /* a free page: the common case, one test */
+            continue;
         if (v == NBM_PAGE_DIRTY) {
             if (count && !dirty)
                 NBM_STAT_ADD(dirty_takes, 1);
@@ -353,6 +355,17 @@ static void pieces_free(nbm_arena_t *ar, char *p, char *end)
  * word, and a thread's blocks of one size pack with each other. */
 static _Thread_local uintptr_t pack_end NBM_TLS;
 
+/* The order of the largest buddy block aligned at q that fits below end
+ * (q < end; not capped by the arena's largest block). */
+static unsigned piece_order(const nbm_arena_t *ar, const char *q, const char *end)
+{
+    size_t off = (size_t)((uintptr_t)q - ar->base) >> NBM_PAGE_SHIFT, left = (size_t)(end - q) >> NBM_PAGE_SHIFT;
+    unsigned k = 63u - (unsigned)__builtin_clzll(left);
+    if (off && (unsigned)__builtin_ctzll(off) < k)
+        k = (unsigned)__builtin_ctzll(off);
+    return k;
+}
+
 /* Claims [x, x + pages) as aligned buddy blocks, greedy (at each address the
  * largest block aligned there that still fits; from the start of a block of
  * the next power of two, that is one block per binary digit of pages,
@@ -363,10 +376,7 @@ static bool pieces_take(nbm_arena_t *ar, char *x, size_t pages, bool *dirty)
     char *q = x, *end = x + (pages << NBM_PAGE_SHIFT);
     bool d = false;
     while (q < end) {
-        size_t off = (size_t)((uintptr_t)q - ar->base) >> NBM_PAGE_SHIFT, left = (size_t)(end - q) >> NBM_PAGE_SHIFT;
-        unsigned k = 63u - (unsigned)__builtin_clzll(left);
-        if (off && (unsigned)__builtin_ctzll(off) < k)
-            k = (unsigned)__builtin_ctzll(off);
+        unsigned k = piece_order(ar, q, end);
         int rc = k > ar->max_order ? NBBS_EBUSY : nbbs_alloc_at(ar->bb, q, k);
         if (rc == NBBS_EBUSY) {
             pieces_free(ar, x, q);
@@ -447,10 +457,7 @@ void *nbm__block_take_next(nbm_arena_t *ar, char **q, char *end, unsigned *order
 {
     while (*q < end) {
         char *x = *q;
-        size_t off = (size_t)((uintptr_t)x - ar->base) >> NBM_PAGE_SHIFT, left = (size_t)(end - x) >> NBM_PAGE_SHIFT;
-        unsigned k = 63u - (unsigned)__builtin_clzll(left);
-        if (off && (unsigned)__builtin_ctzll(off) < k)
-            k = (unsigned)__builtin_ctzll(off);
+        unsigned k = piece_order(ar, x, end);
         if (k > ar->max_order)
             k = ar->max_order;
         for (;;) {

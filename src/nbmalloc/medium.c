@@ -202,6 +202,16 @@ static void part_keep(nbm_arena_t *ar, char *p, char *x, unsigned c, uint32_t ha
  * split's path and on a refused take only. */
 void (*nbm__split_window)(void);
 
+/* Takes back what is free of [s, e) of a split block, each piece kept as a
+ * block of its order's class. */
+static void keep_range(nbm_arena_t *ar, char *p, char *s, char *e, uint32_t had, uint32_t mtop)
+{
+    char *x;
+    unsigned k;
+    while ((x = nbm__block_take_next(ar, &s, e, &k)) != NULL)
+        part_keep(ar, p, x, class_of_order(k), had, mtop);
+}
+
 /* Takes [s, e) of a split block back from the back-end; true if all of it
  * (one block now), else the pieces taken are kept each as a block of its
  * order's class (the rest is another allocation's). With one (a part of a
@@ -263,7 +273,7 @@ static bool split(char *p, unsigned up, unsigned cls, void **out)
         mtop = nbm_load_u32_relaxed(moved_top_of(ar, p));
     }
     size_t pages = class_pages(up), want = class_pages(cls), size = want << NBM_PAGE_SHIFT;
-    char *end = p + (pages << NBM_PAGE_SHIFT), *a = p, *x;
+    char *end = p + (pages << NBM_PAGE_SHIFT), *a = p;
     /* A block of a power-of-two class is one back-end block, aligned to its
      * size: in a block of pieces (packed on any page) the request's is the
      * first aligned place; if none fits, no split. */
@@ -277,11 +287,8 @@ static bool split(char *p, unsigned up, unsigned cls, void **out)
     nbm__block_free_any(ar, p, pages);
     if (NBM_UNLIKELY(nbm__split_window != NULL))
         nbm__split_window(); /* tests only: other threads into the window */
-    char *s = p;
-    unsigned k;
-    while ((x = nbm__block_take_next(ar, &s, a, &k)) != NULL) /* before the request's (a pieces block) */
-        part_keep(ar, p, x, class_of_order(k), had, mtop);
-    s = a + size;
+    keep_range(ar, p, p, a, had, mtop); /* before the request's (a pieces block) */
+    char *s = a + size;
     *out = NULL;
     NBM_STAT_ADD(splits, 1);
     if (take_part(ar, p, a, s, class_whole(cls), had, mtop)) {
@@ -294,8 +301,7 @@ static bool split(char *p, unsigned up, unsigned cls, void **out)
     for (; (size_t)(end - s) >= size; s += size)
         if (take_part(ar, p, s, s + size, class_whole(cls), had, mtop))
             part_keep(ar, p, s, cls, had, mtop);
-    while ((x = nbm__block_take_next(ar, &s, end, &k)) != NULL)
-        part_keep(ar, p, x, class_of_order(k), had, mtop);
+    keep_range(ar, p, s, end, had, mtop);
     return true;
 }
 

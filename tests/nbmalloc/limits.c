@@ -85,18 +85,26 @@ static int mode_small(void)
     return failures != 0;
 }
 
+/* Blocks of size into ptrs[n], ptrs[n + 1], ... until malloc fails or lim
+ * is reached, one byte written in each (the rest stays untouched); returns
+ * the new n. */
+static size_t fill_to(size_t size, size_t n, size_t lim)
+{
+    while (n < lim) {
+        char *p = malloc(size);
+        if (!p)
+            break;
+        p[0] = 1;
+        ptrs[n++] = p;
+    }
+    return n;
+}
+
 static int mode_fill(char *list)
 {
     ptrs_init((size_t)8 << 20);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        size_t size = strtoull(tok, NULL, 0), n = 0;
-        while (n < ptrs_cap) {
-            char *p = malloc(size);
-            if (!p)
-                break;
-            p[0] = 1; /* one byte per block: the rest stays untouched */
-            ptrs[n++] = p;
-        }
+        size_t size = strtoull(tok, NULL, 0), n = fill_to(size, 0, ptrs_cap);
         printf("fill %zu %zu\n", size, n * size);
         fflush(stdout);
         while (n)
@@ -124,14 +132,10 @@ static int mode_refill(size_t rs, size_t rn, size_t size)
             fprintf(stderr, "refill: reserve failed at %zu\n", i);
             return 2;
         }
-    size_t n = 0, lim = ptrs_cap / 2;
-    while (n < lim && (ptrs[n] = malloc(size)) != NULL)
-        ((char *)ptrs[n++])[0] = 1;
+    size_t lim = ptrs_cap / 2, m = fill_to(size, 0, lim);
     for (size_t i = 0; i < rn; i++)
         free(res[i]);
-    size_t m = n;
-    while (n < lim && (ptrs[n] = malloc(size)) != NULL)
-        ((char *)ptrs[n++])[0] = 1;
+    size_t n = fill_to(size, m, lim);
     printf("refill %zu %zu %zu\n", size, rn * rs, (n - m) * size);
     while (n)
         free(ptrs[--n]);
