@@ -12,7 +12,10 @@
 #     four threads filling and freeing together under 512 MiB;
 #     under 1 GiB, blocks of 300,000 B and 1,100,000 B (between powers of
 #     two) at least 88% of glibc's; under 1.5 GiB, 512 MiB of 1 MiB blocks
-#     freed serve 256 KiB, 512 KiB and 300,000 B requests (90%, 90%, 80%);
+#     freed serve 256 KiB, 512 KiB and 300,000 B requests (90%, 90%, 88%),
+#     256 MiB of 4 MiB blocks 1,100,000 B ones (86%); blocks of 1 or 4 MiB
+#     freed with room left serve smaller requests filled to the wall (95%,
+#     86%, 86% of glibc's);
 #  3. every alignment up to 2 GiB allocated and freed, malloc(64 TiB) fails
 #     with ENOMEM (also under glibc, as a check of the check);
 #  4. bad pointers (stack, interior, never handed out, freed, in every tier)
@@ -110,22 +113,46 @@ for s in 300000 1100000; do
     bad "reachable memory in blocks of $s under 1 GiB: $n bytes, glibc $g (ratio $r < 0.88)"; fi
 done
 
-# Memory freed in larger blocks serves smaller ones: under 1.5 GiB, 512 x
-# 1 MiB (a reserve) held while blocks of S fill the rest, then the reserve
-# freed and S filled again: the second fill reaches at least 90% of the
-# freed bytes for 256 and 512 KiB (a request split off the cached 1 MiB
-# block it takes: 1.000 measured; taken whole, it held 0.25 and 0.50), and
-# 80% for 300,000 B (three 320 KiB blocks in each MiB: 0.858; whole, 0.286).
-# glibc: 1.004.
-for s in 262144 524288 300000; do
-  run 1572864 "$tmp/refill.nbm" "$SO" "$LIM" refill 1048576 512 $s || bad "refill $s under nbmalloc: $(cat "$tmp/refill.nbm.err")"
+# Memory freed in larger blocks serves smaller ones: under 1.5 GiB, a
+# reserve (512 x 1 MiB, or 64 x 4 MiB) held while blocks of S fill the rest,
+# then the reserve freed and S filled again: the second fill reaches at
+# least 90% of the freed bytes for 256 and 512 KiB (a request split off the
+# cached 1 MiB block it takes: 1.000 measured; taken whole, it held 0.25 and
+# 0.50), and 88% and 86% for 300,000 B and 1,100,000 B (classes of pieces:
+# the parts run on across blocks freed side by side, 0.910-0.913 and
+# 0.885-0.902 over 10 runs; each block split alone, its rest stranded, 0.858
+# and 0.787; the class's rounding caps them at 0.916 and 0.932). glibc:
+# 1.004 and 1.000.
+for rs in "1048576 512 262144 0.90" "1048576 512 524288 0.90" "1048576 512 300000 0.88" "4194304 64 1100000 0.86"; do
+  set -- $rs
+  run 1572864 "$tmp/refill.nbm" "$SO" "$LIM" refill "$1" "$2" "$3" || bad "refill $3 under nbmalloc: $(cat "$tmp/refill.nbm.err")"
   read -r _ _ f g < "$tmp/refill.nbm" || true
-  want=0.90; [ "$s" = 300000 ] && want=0.80
   r=$(awk -v f="${f:-0}" -v g="${g:-0}" 'BEGIN { printf "%.3f", f ? g / f : 0 }')
-  echo "  ulimit -v 1572864: 512 MiB of 1 MiB blocks freed, blocks of $s regained $g bytes (ratio $r)"
-  if awk -v r="$r" -v w="$want" 'BEGIN { exit !(r >= w) }'; then ok; else
-    bad "blocks of $s after freeing 1 MiB blocks: $g of $f bytes (ratio $r < $want)"; fi
+  echo "  ulimit -v 1572864: $2 x $1 freed, blocks of $3 regained $g bytes (ratio $r)"
+  if awk -v r="$r" -v w="$4" 'BEGIN { exit !(r >= w) }'; then ok; else
+    bad "blocks of $3 after freeing $2 x $1: $g of $f bytes (ratio $r < $4)"; fi
 done
+set --
+
+# Blocks freed with room left, then smaller ones until malloc fails, under
+# 1.5 GiB: a request that takes a larger cached block splits it once the
+# wall is near (the next arena would not fit), not only once it is hit, so
+# blocks taken before the wall are not held whole (4x their class) until
+# freed. Ratio to glibc's bytes of S: 512 x 1 MiB then 256 KiB and
+# 300,000 B, 128 x 4 MiB then 1,100,000 B at least 0.95, 0.86 and 0.86
+# (0.986, 0.900 and 0.908 measured; 0.730, 0.687 and 0.686 split only at
+# the wall).
+for rs in "1048576 512 262144 0.95" "1048576 512 300000 0.86" "4194304 128 1100000 0.86"; do
+  set -- $rs
+  run 1572864 "$tmp/reuse.glibc" "" "$LIM" reuse "$1" "$2" "$3" || bad "reuse $3 under glibc: $(cat "$tmp/reuse.glibc.err")"
+  run 1572864 "$tmp/reuse.nbm" "$SO" "$LIM" reuse "$1" "$2" "$3" || bad "reuse $3 under nbmalloc: $(cat "$tmp/reuse.nbm.err")"
+  read -r _ _ _ g < "$tmp/reuse.glibc" || true; read -r _ _ _ n < "$tmp/reuse.nbm" || true
+  r=$(awk -v g="${g:-0}" -v n="${n:-0}" 'BEGIN { printf "%.3f", g ? n / g : 0 }')
+  echo "  ulimit -v 1572864: $2 x $1 freed, blocks of $3: glibc $g, nbmalloc $n (ratio $r)"
+  if awk -v r="$r" -v w="$4" 'BEGIN { exit !(r >= w) }'; then ok; else
+    bad "blocks of $3 after $2 x $1 freed: $n bytes, glibc $g (ratio $r < $4)"; fi
+done
+set --
 
 # Four threads run out together under 512 MiB (memory moves between sizes
 # while others allocate); no block may be corrupted, every round must get

@@ -199,11 +199,29 @@ bool nbm__arena_reclaim(void)
 }
 
 /* Set when a request found no block and no arena could be added (the OS or
- * NBM_LIMIT_MB refused the address space); cleared when one is added or
- * revived. While set, a request that takes a larger cached medium block
- * splits it (medium.c). Relaxed: a hint; a stale read splits one block
- * more or less. */
+ * NBM_LIMIT_MB refused the address space), and when an arena is added or
+ * revived with the wall near (wall_near); cleared when one is added or
+ * revived with room to spare. While set, a request that takes a larger
+ * cached medium block splits it (medium.c): from the wall near, so that
+ * blocks are not taken whole in the last arenas' worth of address space
+ * and stranded there until freed. Relaxed: a hint; a stale read splits one
+ * block more or less. */
 static _Atomic uint32_t memory_short;
+
+/* Whether the next arena would not fit at its size (the size arena_create
+ * wants next): NBM_LIMIT_MB less the bytes reserved (arenas and huge
+ * mappings), or the address space RLIMIT_AS leaves the whole process
+ * (nbm__os_as_room), is below it. Read when an arena is added or revived
+ * only (a few system calls with a limit, one getrlimit without). */
+static bool wall_near(void)
+{
+    unsigned shift = NBM_ARENA_FIRST_SHIFT + nbm_load_u32(&narenas);
+    uint64_t next = (uint64_t)1 << (shift < NBM_ARENA_SHIFT ? shift : NBM_ARENA_SHIFT);
+    uint64_t r = nbm_load_u64(&reserved);
+    if (nbm__opt.limit && (r >= nbm__opt.limit || nbm__opt.limit - r < next))
+        return true;
+    return nbm__os_as_room() < next;
+}
 
 bool nbm__memory_short(void)
 {
@@ -217,7 +235,7 @@ static bool arena_grow(uint32_t seen, unsigned order)
     if (nbm_load_u32(&narenas) != seen)
         return true; /* another thread grew meanwhile: rescan first */
     if (arena_revive(seen, order)) {
-        nbm_store_u32_relaxed(&memory_short, 0);
+        nbm_store_u32_relaxed(&memory_short, wall_near());
         return true;
     }
     if (seen >= NBM_ARENA_MAX)
@@ -244,7 +262,7 @@ static bool arena_grow(uint32_t seen, unsigned order)
         if (won) {
             NBM_STAT_ADD(arenas, 1);
             NBM_STAT_ADD(arena_bytes, ar->size);
-            nbm_store_u32_relaxed(&memory_short, 0);
+            nbm_store_u32_relaxed(&memory_short, wall_near());
             return true;
         }
     }

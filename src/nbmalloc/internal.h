@@ -568,6 +568,7 @@ NBM_HIDDEN size_t   nbm__os_mappings(void);
 NBM_HIDDEN void     nbm__os_resident(void *p, size_t pages, unsigned char *vec);
 NBM_HIDDEN uint64_t nbm__os_now_ns(void);                               /* coarse monotonic */
 NBM_HIDDEN size_t   nbm__os_peak_rss(void);
+NBM_HIDDEN uint64_t nbm__os_as_room(void); /* RLIMIT_AS less the process's size; UINT64_MAX: none */
 NBM_HIDDEN _Noreturn void nbm__fatal(const char *what, const void *p);
 NBM_HIDDEN void     nbm__write_str(int fd, const char *s);
 NBM_HIDDEN void     nbm__write_num(int fd, uint64_t v);
@@ -578,8 +579,10 @@ NBM_HIDDEN void     nbm__write_hex(int fd, uintptr_t v);
  * (see NBM_PAGE_DIRTY), else it is zero. */
 NBM_HIDDEN void *nbm__block_alloc(unsigned order, uint32_t *hint, bool *dirty);
 NBM_HIDDEN void *nbm__block_cached(unsigned order); /* a block of the medium cache, or NULL */
-/* Whether the last search for a block found none and no arena could be
- * added since (address space refused: ulimit -v, NBM_LIMIT_MB). */
+/* Whether address space is short: the last search for a block found none
+ * and no arena could be added since, or, when an arena was last added or
+ * revived, the next one would not fit at its size under RLIMIT_AS or
+ * NBM_LIMIT_MB (the wall is near). */
 NBM_HIDDEN bool  nbm__memory_short(void);
 NBM_HIDDEN void  nbm__block_free(nbm_arena_t *ar, void *p);          /* back to the back-end */
 /* A block of `pages` 4 KiB pages, not a power of two (2^o < pages <

@@ -243,6 +243,18 @@ static bool take_part(nbm_arena_t *ar, char *p, char *s, char *e, bool one, uint
     return whole;
 }
 
+/* The free rest [gap_lo, gap_hi) this thread's last split of a block for
+ * a class of pieces left in the back-end, purged (thread-local: no shared
+ * word). A later split of a block that touches it splits both as one range
+ * (split), so the parts run on across blocks freed side by side instead of
+ * leaving each block's rest in pieces too small for the class (under
+ * ulimit -v, 64 x 4 MiB freed then 1,100,000 B requests: three 1.125 MiB
+ * parts in each 4 MiB block, and its 640 KiB rest stranded). Stale or taken
+ * by another allocation meanwhile, the take of that part is refused and the
+ * split goes on as after any race. */
+static _Thread_local uintptr_t gap_lo NBM_TLS, gap_hi NBM_TLS;
+static _Thread_local uintptr_t last_lo NBM_TLS; /* where that split's range began */
+
 /* While address space is short (nbm__memory_short: with space to spare the
  * block is taken whole, see nbm__medium_alloc), a cached block p of class
  * up (popped: ours alone) serves a request of the smaller class cls: it
@@ -273,35 +285,83 @@ static bool split(char *p, unsigned up, unsigned cls, void **out)
         mtop = nbm_load_u32_relaxed(moved_top_of(ar, p));
     }
     size_t pages = class_pages(up), want = class_pages(cls), size = want << NBM_PAGE_SHIFT;
-    char *end = p + (pages << NBM_PAGE_SHIFT), *a = p;
-    /* A block of a power-of-two class is one back-end block, aligned to its
-     * size: in a block of pieces (packed on any page) the request's is the
-     * first aligned place; if none fits, no split. */
-    if (class_whole(cls))
+    char *end = p + (pages << NBM_PAGE_SHIFT), *a = p, *lo = p, *hi = end, *g0 = end, *g1 = end;
+    bool pieces = !class_whole(cls);
+    if (pieces) {
+        /* A class of pieces (on any page) runs on into the thread's last
+         * gap where it touches the block: [lo, hi) is split, its parts end
+         * to end across both, as packed fresh blocks. Blocks freed side by
+         * side come back from the cache in either order: going up, the
+         * parts start at lo and the gap [g0, g1) is what is left at the
+         * top; going down (the block below the last split's range), they
+         * end at hi and the gap is left at the bottom, for the next block
+         * down. */
+        bool down = false;
+        if (gap_hi == (uintptr_t)p && gap_lo >= ar->base && gap_lo < gap_hi) {
+            lo = (char *)gap_lo;
+        } else if (gap_lo == (uintptr_t)end && gap_hi <= ar->base + ar->size) {
+            hi = (char *)gap_hi;
+            down = true;
+        } else {
+            down = last_lo == (uintptr_t)end;
+        }
+        size_t n = (size_t)(hi - lo) / size, rest = (size_t)(hi - lo) - n * size;
+        if (n == 0)
+            return false;
+        a = down ? lo + rest : lo;
+        g0 = down ? lo : a + n * size;
+        g1 = down ? a : hi;
+        if (up >= NBM_MOVE_CLASS) { /* extents counted from lo (a gap is purged) */
+            had += (uint32_t)((size_t)(p - lo) >> NBM_PAGE_SHIFT);
+            mtop += (uint32_t)((size_t)(p - lo) >> NBM_PAGE_SHIFT);
+        }
+    } else {
+        /* A block of a power-of-two class is one back-end block, aligned to
+         * its size: in a block of pieces (packed on any page) the request's
+         * is the first aligned place; if none fits, no split. */
         a = (char *)(((uintptr_t)p + size - 1) & ~(uintptr_t)(size - 1));
-    if ((size_t)(end - a) < size)
-        return false;
+        if ((size_t)(end - a) < size)
+            return false;
+    }
+    /* The block's pages in the gap (pieces: the rest of the range, too
+     * small for the class) are purged while still ours and go back clean:
+     * the next split of a block that touches them takes them into its
+     * parts. */
+    char *c0 = g0 > p ? g0 : p, *c1 = g1 < end ? g1 : end;
+    if (c0 < c1) {
+        nbm__os_purge(c0, (size_t)(c1 - c0));
+        NBM_STAT_ADD(purged, (size_t)(c1 - c0));
+    }
     /* Relaxed: published by the back-end's CAS in the free below. */
-    for (size_t k = 0; k < pages; k++)
-        nbm_store_u8_relaxed(page_byte(ar, p + (k << NBM_PAGE_SHIFT)), NBM_PAGE_DIRTY);
+    for (size_t k = 0; k < pages; k++) {
+        char *x = p + (k << NBM_PAGE_SHIFT);
+        nbm_store_u8_relaxed(page_byte(ar, x), x >= c0 && x < c1 ? 0 : NBM_PAGE_DIRTY);
+    }
     nbm__block_free_any(ar, p, pages);
     if (NBM_UNLIKELY(nbm__split_window != NULL))
         nbm__split_window(); /* tests only: other threads into the window */
-    keep_range(ar, p, p, a, had, mtop); /* before the request's (a pieces block) */
-    char *s = a + size;
+    if (!pieces)
+        keep_range(ar, p, p, a, had, mtop); /* before the request's (power of two in pieces) */
+    char *s = a + size, *top = pieces ? g0 == lo ? hi : g0 : end;
     *out = NULL;
     NBM_STAT_ADD(splits, 1);
-    if (take_part(ar, p, a, s, class_whole(cls), had, mtop)) {
+    if (take_part(ar, lo, a, s, !pieces, had, mtop)) {
         if (cls >= NBM_MOVE_CLASS)
-            part_extent(ar, p, a, (uint32_t)want, had, mtop);
+            part_extent(ar, lo, a, (uint32_t)want, had, mtop);
         *out = a;
     } else {
         NBM_STAT_ADD(split_lost, 1);
     }
-    for (; (size_t)(end - s) >= size; s += size)
-        if (take_part(ar, p, s, s + size, class_whole(cls), had, mtop))
-            part_keep(ar, p, s, cls, had, mtop);
-    keep_range(ar, p, s, end, had, mtop);
+    for (; (size_t)(top - s) >= size; s += size)
+        if (take_part(ar, lo, s, s + size, !pieces, had, mtop))
+            part_keep(ar, lo, s, cls, had, mtop);
+    if (pieces) { /* the gap stays free in the back-end, purged */
+        gap_lo = (uintptr_t)g0;
+        gap_hi = (uintptr_t)g1;
+        last_lo = (uintptr_t)lo;
+    } else {
+        keep_range(ar, p, s, end, had, mtop);
+    }
     return true;
 }
 

@@ -231,6 +231,34 @@ size_t nbm__os_mappings(void)
     return k < 0 ? SIZE_MAX : n;
 }
 
+/* The address space RLIMIT_AS leaves the process (the limit less its whole
+ * size, VmSize of /proc/self/statm: the limit counts every mapping, not only
+ * ours), or UINT64_MAX without a limit. A few system calls: called when an
+ * arena is added, revived or refused, never on an allocation's path. If
+ * /proc cannot be read, the size is taken as 0 (the wall, when hit, still
+ * counts as short). */
+uint64_t nbm__os_as_room(void)
+{
+    int saved = errno;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) {
+        errno = saved;
+        return UINT64_MAX;
+    }
+    uint64_t size = 0;
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        char buf[64];
+        ssize_t k = read(fd, buf, sizeof buf);
+        for (ssize_t i = 0; i < k && buf[i] >= '0' && buf[i] <= '9'; i++)
+            size = size * 10 + (uint64_t)(buf[i] - '0');
+        size *= NBM_PAGE;
+        close(fd);
+    }
+    errno = saved;
+    return (uint64_t)rl.rlim_cur > size ? (uint64_t)rl.rlim_cur - size : 0;
+}
+
 /* vec[i] = 1 if page i of [p, p + pages * 4 KiB) is resident, else 0
  * (mincore); all 1 if the kernel cannot tell. */
 void nbm__os_resident(void *p, size_t pages, unsigned char *vec)

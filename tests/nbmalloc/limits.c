@@ -13,6 +13,9 @@
  *                   malloc fails; the reserve freed, blocks of S again until
  *                   malloc fails: prints "refill S FREED REGAINED" (bytes
  *                   of the reserve, and of S reached after freeing it)
+ *   reuse R N S     N blocks of R bytes allocated and all freed (with room
+ *                   left), then blocks of S until malloc fails: prints
+ *                   "reuse S FREED REACHED" (bytes of R freed, of S reached)
  *   valid           every alignment glibc serves, up to 2 GiB, allocated,
  *                   written and freed; malloc(64 TiB) must fail with ENOMEM
  *   bogus           each bad free in a child: must abort with a message
@@ -137,6 +140,25 @@ static int mode_refill(size_t rs, size_t rn, size_t size)
         free(res[i]);
     size_t n = fill_to(size, m, lim);
     printf("refill %zu %zu %zu\n", size, rn * rs, (n - m) * size);
+    while (n)
+        free(ptrs[--n]);
+    return 0;
+}
+
+static int mode_reuse(size_t rs, size_t rn, size_t size)
+{
+    ptrs_init((size_t)4 << 20);
+    if (rn > ptrs_cap)
+        return 2;
+    for (size_t i = 0; i < rn; i++)
+        if (!(ptrs[i] = malloc(rs))) {
+            fprintf(stderr, "reuse: reserve failed at %zu\n", i);
+            return 2;
+        }
+    for (size_t i = 0; i < rn; i++)
+        free(ptrs[i]);
+    size_t n = fill_to(size, 0, ptrs_cap);
+    printf("reuse %zu %zu %zu\n", size, rn * rs, n * size);
     while (n)
         free(ptrs[--n]);
     return 0;
@@ -403,12 +425,14 @@ int main(int argc, char **argv)
         return mode_fill(argv[2]);
     if (argc >= 5 && !strcmp(argv[1], "refill"))
         return mode_refill(strtoull(argv[2], NULL, 0), strtoull(argv[3], NULL, 0), strtoull(argv[4], NULL, 0));
+    if (argc >= 5 && !strcmp(argv[1], "reuse"))
+        return mode_reuse(strtoull(argv[2], NULL, 0), strtoull(argv[3], NULL, 0), strtoull(argv[4], NULL, 0));
     if (argc >= 2 && !strcmp(argv[1], "valid"))
         return mode_valid();
     if (argc >= 2 && !strcmp(argv[1], "bogus"))
         return mode_bogus();
     if (argc >= 4 && !strcmp(argv[1], "fuzz"))
         return mode_fuzz(atol(argv[2]), strtoull(argv[3], NULL, 0));
-    fprintf(stderr, "usage: %s small | fill S1,S2,... | refill R N S | threads T R | valid | bogus | fuzz N SEED\n", argv[0]);
+    fprintf(stderr, "usage: %s small | fill S1,S2,... | refill R N S | reuse R N S | threads T R | valid | bogus | fuzz N SEED\n", argv[0]);
     return 2;
 }
