@@ -85,7 +85,7 @@ while [ $# -gt 0 ]; do
     --pin-cells) PIN_CELLS=$2; shift 2 ;;
     --pin-runs) PIN_RUNS=$2; shift 2 ;;
     --no-deps) NO_DEPS=1; shift ;;
-    -h|--help) sed -n '2,52p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,51p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
