@@ -15,6 +15,7 @@ bench_options_t opt = {
 };
 
 const char *const scale_names[] = { "smoke", "quick", "paper" };
+const char *const pin_names[] = { "none", "spread", "pack" };
 
 void die(const char *fmt, ...)
 {
@@ -108,6 +109,10 @@ static void usage(FILE *f)
             "  --ops N, --rounds N, --seconds S   override the scale's work amount (--ops is\n"
             "                        the block count of thread-test, --rounds the pool multiplier\n"
             "                        of constant-occupancy)\n"
+            "  --pin MODE            where each worker thread runs: none (default: the scheduler\n"
+            "                        decides), spread (thread t on CPU t mod n of the n CPUs the\n"
+            "                        process may use) or pack (groups of max(2, ceil(T/n))\n"
+            "                        consecutive threads share a CPU); a no-op at T=1 or on one CPU\n"
             "  --seed N              random seed (default fixed, runs are reproducible per thread)\n"
             "  --json FILE           write every run and its summary to FILE\n"
             "  --label NAME          name recorded in the JSON (e.g. the LD_PRELOADed malloc)\n"
@@ -121,13 +126,14 @@ static void usage(FILE *f)
 void parse_args(int argc, char **argv)
 {
     enum { O_WL = 256, O_AL, O_TH, O_REP, O_SCALE, O_SIZE, O_ORDER, O_FILL, O_MINB, O_MAXO, O_ARENA, O_OPS,
-           O_ROUNDS, O_SECS, O_SEED, O_JSON, O_LABEL, O_QUIET, O_LIST, O_HELP };
+           O_ROUNDS, O_SECS, O_SEED, O_PIN, O_JSON, O_LABEL, O_QUIET, O_LIST, O_HELP };
     static const struct option lo[] = {
         { "workload", 1, 0, O_WL }, { "allocator", 1, 0, O_AL }, { "threads", 1, 0, O_TH },
         { "repeat", 1, 0, O_REP }, { "scale", 1, 0, O_SCALE }, { "size", 1, 0, O_SIZE },
         { "order", 1, 0, O_ORDER }, { "fill", 1, 0, O_FILL }, { "min-block", 1, 0, O_MINB },
         { "max-order", 1, 0, O_MAXO }, { "arena", 1, 0, O_ARENA }, { "ops", 1, 0, O_OPS },
         { "rounds", 1, 0, O_ROUNDS }, { "seconds", 1, 0, O_SECS }, { "seed", 1, 0, O_SEED },
+        { "pin", 1, 0, O_PIN },
         { "json", 1, 0, O_JSON }, { "label", 1, 0, O_LABEL }, { "quiet", 0, 0, O_QUIET },
         { "list", 0, 0, O_LIST }, { "help", 0, 0, O_HELP }, { 0, 0, 0, 0 },
     };
@@ -165,6 +171,14 @@ void parse_args(int argc, char **argv)
         case O_ROUNDS: parse_longs(&one, optarg, "--rounds"); opt.rounds = one.v[0]; break;
         case O_SECS: opt.seconds = strtod(optarg, NULL); if (opt.seconds <= 0) die("bad --seconds"); break;
         case O_SEED: parse_longs(&one, optarg, "--seed"); opt.seed = (uint64_t)one.v[0]; break;
+        case O_PIN:
+            opt.pin = -1;
+            for (int i = 0; i <= BENCH_PIN_PACK; i++)
+                if (strcmp(optarg, pin_names[i]) == 0)
+                    opt.pin = i;
+            if (opt.pin < 0)
+                die("--pin must be none, spread or pack, not '%s'", optarg);
+            break;
         case O_JSON: opt.json = optarg; break;
         case O_LABEL: opt.label = optarg; break;
         case O_QUIET: opt.quiet = 1; break;

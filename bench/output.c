@@ -107,6 +107,9 @@ void json_result(FILE *f, const bench_workload_t *w, const bench_allocator_t *a,
     json_str(f, param_name(w));
     fprintf(f, ", \"value\": %ld, \"metric\": ", p->value);
     json_str(f, w->metric);
+    fprintf(f, ", \"pin\": ");
+    json_str(f, pin_names[opt.pin]);
+    fprintf(f, ", \"pinned\": %d", n > 0 && rr[0].pinned);
     fprintf(f, ",\n   \"config\": {\"min_block\": %zu, \"max_order\": %u, \"arena\": %zu, \"ops\": %llu, "
                "\"rounds\": %u, \"seconds\": %g}, \"meta_bytes\": %zu,\n   \"summary\": {",
             p->arena.min_block, p->arena.max_order, p->arena.size, (unsigned long long)p->ops, p->rounds,
@@ -134,13 +137,13 @@ void json_result(FILE *f, const bench_workload_t *w, const bench_allocator_t *a,
                    "\"failed\": %llu, \"ops_per_s\": %.6g, \"ns_per_op\": %.6g, \"pair_ns\": %.6g, \"cpu_pair_ns\": %.6g, "
                    "\"alloc_ns\": %.6g, \"free_ns\": %.6g, \"alloc_cpu_ns\": %.6g, \"free_cpu_ns\": %.6g, \"thread_ops_min\": %llu, "
                    "\"thread_ops_max\": %llu, \"int_frag\": %.6g, \"peak_rss_kb\": %ld, \"minflt\": %.0f, "
-                   "\"start_skew_us\": %.6g, \"rq_wait_us\": %.6g, \"vcsw\": %.0f, \"frag\": [",
+                   "\"start_skew_us\": %.6g, \"rq_wait_us\": %.6g, \"vcsw\": %.0f, \"pin_cpus\": \"%s\", \"frag\": [",
                 i ? "," : "", r->wall_s, (unsigned long long)r->ops, (unsigned long long)r->allocs,
                 (unsigned long long)r->frees, (unsigned long long)r->failed, r->ops_per_s, r->ns_per_op,
                 r->pair_ns, r->cpu_pair_ns, r->alloc_ns, r->free_ns, r->alloc_cpu_ns, r->free_cpu_ns,
                 (unsigned long long)r->thread_ops_min,
                 (unsigned long long)r->thread_ops_max, r->int_frag, r->peak_rss_kb, r->minflt,
-                r->start_skew_us, r->rq_wait_us, r->vcsw);
+                r->start_skew_us, r->rq_wait_us, r->vcsw, r->pin_cpus);
         for (int s = 0; s < r->nsnaps; s++) {
             const bench_snap_t *sn = &r->snaps[s];
             fprintf(f, "%s{\"phase\": ", s ? ", " : "");

@@ -10,6 +10,8 @@ Reads every file nbbs-bench and bench/run.sh leave in the results directory:
   count.json           the counting build (atomic operations)
   frontend-<label>-<part>.json  the malloc comparison, per preloaded malloc and workload
                        (bench/merge_runs.py: the runs of one process each, joined)
+  pinned-<label>-<part>.json    some of its cells again with the threads pinned
+                       (nbbs-bench --pin spread|pack: one part per workload and mode)
   memreturn-<label>-<round>.json  bench/memreturn under each malloc, one per process (RSS over time)
   lockfree_list.txt    bench/lockfree_list result lines
   notes.txt            what run.sh skipped, and why
@@ -703,16 +705,22 @@ def fe_unwaited(r):
     return (1.0 / statistics.median(v), len(v)) if len(v) >= 2 else (None, len(v))
 
 
-def fe_cell(r):
-    """Time (or throughput for timed workloads) and peak RSS of one result."""
+def fe_time(r):
+    """Time (or throughput for timed workloads) of one result."""
     if r is None:
         return "–"
     if r["metric"].split(",")[0] == "time_s":
         st = run_stats(r, "wall_s")
-        t = f"{fmt(st[0])} s{spread(st, len(r['runs']))}" if st else "–"
-    else:
-        st = run_stats(r, "ops_per_s")
-        t = f"{fmt(st[0], 1e-6)} Mops/s{spread(st, len(r['runs']))}" if st else "–"
+        return f"{fmt(st[0])} s{spread(st, len(r['runs']))}" if st else "–"
+    st = run_stats(r, "ops_per_s")
+    return f"{fmt(st[0], 1e-6)} Mops/s{spread(st, len(r['runs']))}" if st else "–"
+
+
+def fe_cell(r):
+    """Time (or throughput for timed workloads) and peak RSS of one result."""
+    if r is None:
+        return "–"
+    t = fe_time(r)
     rss = run_stats(r, "peak_rss_kb")
     return t + (f" · {rss[0] / 1024:.1f} MiB" if rss else "")
 
@@ -798,6 +806,7 @@ def frontend_section(outdir, lines, plots, notes):
                                     ("–" if rat is None else f"{rat:.2f}")) + " |")
         lines.append("")
     frontend_targets(res, rows, labels, lines)
+    pinned_section(outdir, res, labels, lines)
     # Plots: one per workload, a line per malloc; the peak RSS below the time.
     colors = ["tab:gray", "tab:orange", "tab:purple", "tab:brown", "tab:blue", "tab:green"]
     by_wl = {}
@@ -874,6 +883,64 @@ def frontend_targets(res, rows, labels, lines):
     lines.append(f"Cells meeting each target, of {cells}: faster than glibc **{met[0]}**, within "
                  f"{FE_TARGETS[1]:g}× of the best in time **{met[1]}**, within {FE_TARGETS[2]:g}× of the best in "
                  f"peak RSS **{met[2]}**.\n")
+
+
+def pinned_section(outdir, res, labels, lines):
+    """The cells run.sh also ran with the threads pinned (pinned-*.json,
+    nbbs-bench --pin spread|pack) beside their unpinned runs: time per
+    placement and nbmalloc over the best of the peers in each. Evidence
+    only: the targets are judged on the unpinned runs above."""
+    files = sorted(glob.glob(os.path.join(outdir, "pinned-*.json")))
+    if not files:
+        return
+    pin = {}  # (workload, param, threads) -> {mode: {label: result}}
+    procs, pinned, runs = 0, 0, 0
+    for f in files:
+        d = load(f)
+        procs += d.get("processes", 0)
+        for r in d["results"]:
+            pin.setdefault((r["workload"], pval(r), r["threads"]), {}).setdefault(r.get("pin", "none"), {})[
+                d["label"]] = r
+            runs += len(r["runs"])
+            pinned += sum(1 for x in r["runs"] if x.get("pin_cpus"))
+    peers = [l for l in FE_PEERS if l in labels]
+    modes = ["spread", "pack"]
+    lines.append(f"### {FE_OURS} by thread placement (pinned runs, evidence)\n")
+    lines.append("On this 2-CPU machine the scheduler's placement of the threads sets the mode of some cells "
+                 "(docs/nbmalloc.md, *Thread placement*): a prodcons T=2 run takes 4x as long when its two "
+                 "threads run on two CPUs as on one. Here those cells run again with every worker thread "
+                 "pinned (`nbbs-bench --pin`): *spread*, thread t on CPU t mod n (at T=4 on two CPUs, every "
+                 "producer-consumer neighbour on the other CPU); *pack*, groups of max(2, ceil(T/n)) "
+                 "consecutive threads on one CPU (at T=2, both threads on one CPU). Each cell: the median "
+                 "time, or throughput for timed workloads (± half the min–max range); the next to last column is "
+                 f"{FE_OURS} over the best of {', '.join(peers) or 'the peers'} in time per operation, in that "
+                 "placement; the last, the same over only the runs whose threads did not wait for a core, as "
+                 "in the targets' table (pack at T=2 always waits, both threads on one CPU; pinned threads cannot move away from other work on their CPU, so on a "
+                 "loaded machine their medians rise more than the unpinned ones). The targets above stay "
+                 "judged on the unpinned runs (users do not pin).\n")
+    lines.append(f"{procs} processes, {runs} runs, {pinned} of them pinned (the rest had one thread or one CPU).\n")
+    lines.append("| workload | T | placement | " + " | ".join(labels) + f" | {FE_OURS} / best | best | "
+                 "same, runs without wait (runs) |")
+    lines.append("|---|---|---|" + "---|" * (len(labels) + 3))
+    for k in sorted(pin, key=lambda k: (list(res).index(k) if k in res else 999, k)):
+        wl, pv, t = k
+        for mode in ["unpinned"] + modes:
+            rs = res.get(k, {}) if mode == "unpinned" else pin[k].get(mode, {})
+            if not rs:
+                continue
+            cells = [fe_time(rs.get(l)) for l in labels]
+            cost = {l: fe_cost(rs[l]) for l in peers if l in rs and fe_cost(rs[l])}
+            best = min(cost, key=cost.get) if cost else None
+            ours = fe_cost(rs[FE_OURS]) if FE_OURS in rs else None
+            rat = ratio_cell(ours / cost[best], FE_TARGETS[1]) if ours and best else "–"
+            if t > (os.cpu_count() or 1) or not best:
+                u = "–"
+            else:
+                u_ours, n_ours = fe_unwaited(rs[FE_OURS])
+                u_best, n_best = fe_unwaited(rs[best])
+                u = f"{u_ours / u_best:.2f} ({n_ours}/{n_best})" if u_ours and u_best else f"– ({n_ours}/{n_best})"
+            lines.append(f"| {wl} {pv} | {t} | {mode} | " + " | ".join(cells) + f" | {rat} | {best or '–'} | {u} |")
+    lines.append("")
 
 
 def memreturn_section(outdir, lines, plots):

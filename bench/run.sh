@@ -15,7 +15,10 @@
 #      order rotated each round; the workload's own thread counts, else
 #      1,2,4, and at least --frontend-runs runs per cell, more if the
 #      workload asks; bench/merge_runs.py joins the processes' JSON), the
-#      memory-return experiment (bench/memreturn under each malloc,
+#      cells whose time is set by where the scheduler puts the threads
+#      (--pin-cells) once more with the threads pinned, spread and pack
+#      (nbbs-bench --pin; pinned-<label>-<part>.json, the same interleaving),
+#      the memory-return experiment (bench/memreturn under each malloc,
 #      --memreturn-rounds interleaved rounds), plus bench/lockfree_list;
 #   5. bench/plot.py: PNGs in the results directory and the report.
 #
@@ -38,6 +41,11 @@
 #   --memreturn-rounds N | BENCH_MR_ROUNDS  interleaved bench/memreturn runs
 #                                    per malloc (default 1 at smoke and quick:
 #                                    ~30 s a round at quick; 3 at paper)
+#   --pin-cells L | BENCH_PIN_CELLS  front-end workloads and thread counts also run
+#                                    pinned, spread and pack (nbbs-bench --pin), e.g.
+#                                    'prodcons:2,4 larson:2,4' (default below; none: skip)
+#   --pin-runs N | BENCH_PIN_RUNS    processes per malloc, pinned cell and mode (default 5;
+#                                    1 at smoke): one placement, so less spread
 #   --no-deps | BENCH_NO_DEPS=1      do not run scripts/deps.sh
 # A paper-scale run of three workloads, kept apart from the quick results:
 #   bash bench/run.sh --scale paper --workload linux-scalability,thread-test,constant-occupancy --main-only
@@ -56,6 +64,13 @@ FRONTEND_ONLY=${BENCH_FRONTEND_ONLY:-0}
 NO_DEPS=${BENCH_NO_DEPS:-0}
 MR_ROUNDS=${BENCH_MR_ROUNDS:-}
 FE_RUNS=${BENCH_FE_RUNS:-7}
+# The cells where the placement sets the time (docs/nbmalloc.md, "Thread
+# placement"): prodcons at T=2 (both threads on one CPU: 0.02 s; on two: 0.08 s)
+# and T=4, larson at T=2, thread-test at T=2 (2.7 ms against 5.5) and
+# remote-free at T=2 (17 ms against 49); larson at T=4, where stop 27 had a
+# miss, measures the same in every placement and shows that.
+PIN_CELLS=${BENCH_PIN_CELLS-prodcons:2,4 larson:2,4 thread-test:2 remote-free:2}
+PIN_RUNS=${BENCH_PIN_RUNS:-5}
 while [ $# -gt 0 ]; do
   case "$1" in
     --scale) SCALE=$2; shift 2 ;;
@@ -69,14 +84,21 @@ while [ $# -gt 0 ]; do
     --frontend-only) FRONTEND_ONLY=1; shift ;;
     --memreturn-rounds) MR_ROUNDS=$2; shift 2 ;;
     --frontend-runs) FE_RUNS=$2; shift 2 ;;
+    --pin-cells) PIN_CELLS=$2; shift 2 ;;
+    --pin-runs) PIN_RUNS=$2; shift 2 ;;
     --no-deps) NO_DEPS=1; shift ;;
-    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,51p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
 case "$SCALE" in smoke|quick|paper) ;; *) echo "run.sh: --scale must be smoke, quick or paper" >&2; exit 2 ;; esac
 case "$MR_ROUNDS" in ''|[1-9]|[1-9][0-9]) ;; *) echo "run.sh: --memreturn-rounds must be 1..99" >&2; exit 2 ;; esac
 case "$FE_RUNS" in [1-9]|[1-9][0-9]) ;; *) echo "run.sh: --frontend-runs must be 1..99" >&2; exit 2 ;; esac
+case "$PIN_RUNS" in [1-9]|[1-9][0-9]) ;; *) echo "run.sh: --pin-runs must be 1..99" >&2; exit 2 ;; esac
+[ "$PIN_CELLS" != none ] || PIN_CELLS=
+for c in $PIN_CELLS; do
+  case "$c" in *:[1-9]*) ;; *) echo "run.sh: --pin-cells: '$c' is not workload:T,T..." >&2; exit 2 ;; esac
+done
 if [ "$MAIN_ONLY" = 1 ] && [ "$FRONTEND_ONLY" = 1 ]; then
   echo "run.sh: --main-only and --frontend-only exclude each other" >&2; exit 2
 fi
@@ -111,7 +133,7 @@ PY=.venv/bin/python
 [ -x "$PY" ] || PY=python3
 if [ "$MAIN_ONLY" != 1 ]; then
   [ "$FRONTEND_ONLY" = 1 ] || rm -f "$OUT"/backend-*.json "$OUT"/count.json
-  rm -f "$OUT"/frontend-*.json "$OUT"/memreturn-*.json "$OUT"/lockfree_list.txt "$OUT"/notes.txt
+  rm -f "$OUT"/frontend-*.json "$OUT"/pinned-*.json "$OUT"/memreturn-*.json "$OUT"/lockfree_list.txt "$OUT"/notes.txt
 fi
 note() { echo "$*" | tee -a "$OUT/notes.txt"; }
 t0=$(date +%s)
@@ -203,48 +225,77 @@ for w in json.load(open(sys.argv[1]))["workloads"]:
   fetmp="$OUT/frontend-runs.tmp"
   rm -rf "$fetmp"
   mkdir -p "$fetmp"
-  tfe=$(date +%s)
-  part=0
-  while IFS=$'\t' read -r wl fe popt pvals fet fer; do
-    part=$((part + 1))
-    [ "$fer" -ge "$FE_RUNS" ] || fer=$FE_RUNS
-    [ "$SCALE" != smoke ] || fer=1
-    tp=$(date +%s)
-    nproc=0
-    for i in $(seq 0 $((nm - 1))); do : > "$fetmp/${FE_LABELS[$i]}-$part.list"; done
-    IFS=, read -r -a tlist <<< "$fet"
-    IFS=, read -r -a vlist <<< "$pvals"
-    for T in "${tlist[@]}"; do
-      for v in "${vlist[@]}"; do
+  # fe_part PREFIX PART ROUNDS THREADS PIN: every malloc's runs of workload
+  # $wl (flags $fe, parameter $popt over $pvals) at the thread counts THREADS
+  # with nbbs-bench --pin PIN, ROUNDS interleaved rounds, merged into
+  # $OUT/PREFIX-<label>-PART.json; counts its processes in nproc.
+  fe_part() {
+    local prefix=$1 pt=$2 rounds=$3 threads=$4 pin=$5 T v r s i label lib f extra
+    local -a tl vl
+    for i in $(seq 0 $((nm - 1))); do : > "$fetmp/${FE_LABELS[$i]}-$prefix-$pt.list"; done
+    IFS=, read -r -a tl <<< "$threads"
+    IFS=, read -r -a vl <<< "$pvals"
+    for T in "${tl[@]}"; do
+      for v in "${vl[@]}"; do
         extra="--workload $wl"
         [ "$fe" = - ] || extra="$extra $fe"
         [ "$popt" = - ] || extra="$extra $popt $v"
-        for r in $(seq "$fer"); do
+        for r in $(seq "$rounds"); do
           for s in $(seq 0 $((nm - 1))); do
             i=$(( (s + r - 1) % nm ))
             label=${FE_LABELS[$i]}
             lib=${FE_LIBS[$i]}
-            f="$fetmp/$label-$part-T$T-v$v-r$r.json"
+            f="$fetmp/$label-$prefix-$pt-T$T-v$v-r$r.json"
             nproc=$((nproc + 1))
             # shellcheck disable=SC2086 # $extra is a list of flags
-            if env ${lib:+LD_PRELOAD=$lib} "$BENCH" --allocator malloc $extra --threads "$T" --repeat 1 \
-                 --scale "$SCALE" --label "$label" --quiet --json "$f" > /dev/null < /dev/null; then
-              echo "$r $s $f" >> "$fetmp/$label-$part.list"
+            if env ${lib:+LD_PRELOAD=$lib} "$BENCH" --allocator malloc $extra --threads "$T" --pin "$pin" \
+                 --repeat 1 --scale "$SCALE" --label "$label" --quiet --json "$f" > /dev/null < /dev/null; then
+              echo "$r $s $f" >> "$fetmp/$label-$prefix-$pt.list"
             else
-              note "front-end: $label run FAILED ($extra --threads $T, round $r), that run is left out"
+              note "front-end: $label run FAILED ($extra --threads $T --pin $pin, round $r), that run is left out"
             fi
           done
         done
       done
     done
     for label in "${FE_LABELS[@]}"; do
-      "$PY" bench/merge_runs.py --list "$fetmp/$label-$part.list" --out "$OUT/frontend-$label-$part.json" \
-        || { note "front-end: $label has no result for $wl"; rm -f "$OUT/frontend-$label-$part.json"; }
+      "$PY" bench/merge_runs.py --list "$fetmp/$label-$prefix-$pt.list" --out "$OUT/$prefix-$label-$pt.json" \
+        || { note "front-end: $label has no result for $wl (--pin $pin)"; rm -f "$OUT/$prefix-$label-$pt.json"; }
     done
+  }
+  for c in $PIN_CELLS; do
+    cut -f1 <<< "$FE_LIST" | grep -qx "${c%%:*}" || note "front-end: --pin-cells names ${c%%:*}, not a front-end workload"
+  done
+  tfe=$(date +%s)
+  part=0
+  ppart=0
+  tpin=0
+  while IFS=$'\t' read -r wl fe popt pvals fet fer; do
+    part=$((part + 1))
+    [ "$fer" -ge "$FE_RUNS" ] || fer=$FE_RUNS
+    [ "$SCALE" != smoke ] || fer=1
+    tp=$(date +%s)
+    nproc=0
+    fe_part frontend "$part" "$fer" "$fet" none
     echo "   $wl: $(( $(date +%s) - tp )) s, $nproc processes ($fer rounds)"
+    # The same cells pinned, where the placement sets the time: both modes
+    # of one workload in parts of their own (merge_runs.py keys no pin).
+    for c in $PIN_CELLS; do
+      [ "${c%%:*}" = "$wl" ] || continue
+      pr=$PIN_RUNS
+      [ "$SCALE" != smoke ] || pr=1
+      tp=$(date +%s)
+      nproc=0
+      for pin in spread pack; do
+        ppart=$((ppart + 1))
+        fe_part pinned "$ppart" "$pr" "${c#*:}" "$pin"
+      done
+      tpin=$((tpin + $(date +%s) - tp))
+      echo "   $wl pinned (T=${c#*:}, spread and pack): $(( $(date +%s) - tp )) s, $nproc processes ($pr rounds)"
+    done
   done <<< "$FE_LIST"
   rm -rf "$fetmp"
-  echo "   front-end runs: $(( $(date +%s) - tfe )) s"
+  echo "   front-end runs: $(( $(date +%s) - tfe )) s, of which pinned $tpin s"
   # The memory-return experiment: bench/memreturn under each malloc (1 GiB
   # of 64-byte objects freed, then RSS sampled while running, after
   # malloc_trim and idle), MR_ROUNDS processes per malloc interleaved the

@@ -7,6 +7,7 @@
  * reports the median with the min and max of the runs. See bench/README.md.
  */
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -154,13 +155,56 @@ static long peak_rss_kb(void)
 typedef struct thread_arg {
     const bench_workload_t *w;
     bench_thread_t         *t;
+    int                     cpu; /* pinned: the CPU to run on, then the one it ran on (sched_getcpu) */
 } thread_arg_t;
+
+/* The CPUs the process may use (sched_getaffinity at the first run), in
+ * ascending order: --pin places threads on these. */
+static int pin_ncpu = -1;
+static int pin_cpus[CPU_SETSIZE];
+
+static void pin_init(void)
+{
+    if (pin_ncpu >= 0)
+        return;
+    cpu_set_t s;
+    if (sched_getaffinity(0, sizeof s, &s) != 0)
+        die("--pin: sched_getaffinity failed");
+    pin_ncpu = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &s))
+            pin_cpus[pin_ncpu++] = c;
+}
+
+/* Thread t of T under --pin mode, on n CPUs: spread, the (t mod n)-th CPU
+ * (at T=4 on two, {0,2} and {1,3}: every neighbour on the other CPU); pack,
+ * groups of g = max(2, ceil(T/n)) consecutive threads on one CPU, the groups
+ * round-robin (T=2: both on the first; T=4 on two: {0,1} and {2,3}; T=8 on
+ * two: t*n/T). A group of at least two, so that pack differs from spread
+ * when T <= n. */
+static int pin_cpu(int mode, int t, int T, int n)
+{
+    if (mode == BENCH_PIN_SPREAD)
+        return pin_cpus[t % n];
+    int g = (T + n - 1) / n;
+    g = g < 2 ? 2 : g;
+    return pin_cpus[(t / g) % n];
+}
 
 static void *thread_main(void *arg)
 {
     thread_arg_t *ta = arg;
     bench_thread_t *t = ta->t;
     const bench_allocator_t *a = t->a;
+    if (ta->cpu >= 0) { /* before the allocator sees the thread: no migration once it runs */
+        cpu_set_t s;
+        CPU_ZERO(&s);
+        CPU_SET(ta->cpu, &s);
+        int e = pthread_setaffinity_np(pthread_self(), sizeof s, &s);
+        if (e != 0)
+            die("--pin %s: cannot put thread %d on CPU %d (error %d)", pin_names[opt.pin], t->id, ta->cpu, e);
+        ta->cpu = sched_getcpu();
+    }
     if (a->thread_attach && !(t->inst = a->thread_attach(t->run->inst, t->id)))
         die("%s: thread_attach failed for thread %d", a->name, t->id);
     rq_start = rq_wait_now(); /* a thread waiting for a core after the barrier delays the run too */
@@ -252,6 +296,15 @@ static int run_once(const bench_workload_t *w, const bench_allocator_t *a, const
         die("out of memory");
     memset(r.threads, 0, sizeof(bench_thread_t) * (size_t)nthreads);
     pthread_barrier_init(&r.barrier, NULL, (unsigned)nthreads);
+    int pinned = 0;
+    if (opt.pin != BENCH_PIN_NONE) {
+        pin_init();
+        pinned = nthreads >= 2 && pin_ncpu >= 2;
+        static int said;
+        if (!pinned && !opt.quiet && !said++)
+            fprintf(stderr, "nbbs-bench: --pin %s does nothing with %s (T=%d, %d CPUs): threads left unpinned\n",
+                    pin_names[opt.pin], nthreads < 2 ? "one thread" : "one CPU", nthreads, pin_ncpu);
+    }
     int rss_reset = reset_peak_rss();
     struct rusage ru0, ru1;
     getrusage(RUSAGE_SELF, &ru0);
@@ -263,7 +316,7 @@ static int run_once(const bench_workload_t *w, const bench_allocator_t *a, const
         t->inst = r.inst;
         t->a = a;
         t->rng = nbbs_tu_seed(opt.seed ^ ((uint64_t)rep << 32) ^ (uint64_t)i * 7919u);
-        args[i] = (thread_arg_t){ .w = w, .t = t };
+        args[i] = (thread_arg_t){ .w = w, .t = t, .cpu = pinned ? pin_cpu(opt.pin, i, nthreads, pin_ncpu) : -1 };
         if (pthread_create(&tids[i], NULL, thread_main, &args[i]) != 0)
             die("pthread_create failed");
     }
@@ -272,6 +325,13 @@ static int run_once(const bench_workload_t *w, const bench_allocator_t *a, const
     getrusage(RUSAGE_SELF, &ru1);
     collect(&r, out, rss_reset);
     out->minflt = (double)(ru1.ru_minflt - ru0.ru_minflt);
+    out->pinned = pinned;
+    for (int i = 0, len = 0; pinned && i < nthreads; i++) {
+        int k = snprintf(out->pin_cpus + len, sizeof out->pin_cpus - (size_t)len, "%s%d", i ? "," : "", args[i].cpu);
+        if (k < 0 || (size_t)(len + k) >= sizeof out->pin_cpus)
+            break;
+        len += k;
+    }
 
     pthread_barrier_destroy(&r.barrier);
     if (w->teardown)

@@ -29,7 +29,14 @@ typedef struct bench_options {
     uint64_t      ops, seed;
     long          rounds;
     double        seconds;
+    int           pin;     /* BENCH_PIN_*: where each worker thread runs (--pin) */
 } bench_options_t;
+
+/* --pin: none leaves placement to the scheduler; spread puts thread t on the
+ * t mod n-th CPU the process may use; pack puts groups of consecutive
+ * threads on one CPU (see pin_cpu in runner.c). */
+enum { BENCH_PIN_NONE, BENCH_PIN_SPREAD, BENCH_PIN_PACK };
+extern const char *const pin_names[];
 
 extern bench_options_t opt;
 extern const char *const scale_names[];
@@ -51,6 +58,8 @@ typedef struct run_result {
     double   start_skew_us; /* last thread's start of the measured region after the first's */
     double   rq_wait_us;   /* threads' run-queue wait from the start barrier to their end, summed (-1: unknown) */
     double   vcsw;         /* threads' voluntary context switches in the measured region, summed (-1: unknown) */
+    int      pinned;       /* the threads were pinned (--pin, T >= 2 and two CPUs or more) */
+    char     pin_cpus[64]; /* when pinned: the CPU each thread ran on after pinning, "0,1,0,1" (cut at 63) */
     int      nsnaps;
     bench_snap_t snaps[BENCH_MAX_SNAPS];
     bench_atomics_t atomics;

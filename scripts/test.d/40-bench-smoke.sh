@@ -8,7 +8,9 @@
 # sections, including the front-end shapes (malloc only, page faults per
 # run, one process per run joined by bench/merge_runs.py) and the
 # memory-return experiment (bench/memreturn: its samples cover the run, trim
-# and idle phases; it refuses bad options). No timing is asserted.
+# and idle phases; it refuses bad options), and the pinned runs (nbbs-bench
+# --pin: each thread on the CPU its mode names; run.sh's pinned cells and
+# their table; a bad mode refused). No timing is asserted.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BENCH_BUILD:-build/release}
@@ -33,6 +35,12 @@ if "$B" --workload no-such-workload --quiet >/dev/null 2>&1; then
   echo "bench-smoke: an unknown workload was accepted" >&2; exit 1
 fi
 "$B" --help > "$tmp/help.txt"
+# A bad --pin is refused, saying what it takes.
+if "$B" --workload prodcons --allocator malloc --pin sideways --quiet > /dev/null 2> "$tmp/pin.err"; then
+  echo "bench-smoke: --pin sideways was accepted" >&2; exit 1
+fi
+grep -q -- "--pin must be none, spread or pack, not 'sideways'" "$tmp/pin.err" \
+  || { cat "$tmp/pin.err"; echo "bench-smoke: --pin sideways refused without the message" >&2; exit 1; }
 
 bash bench/run.sh --scale smoke --threads 1,2 --repeat 1 --no-deps --build "$BUILD" \
   --out "$tmp/results" --report "$tmp/REPORT.md" > "$tmp/run.log" 2>&1 \
@@ -202,6 +210,43 @@ if shutil.which("taskset") and os.path.exists("/proc/thread-self/schedstat"):
           f"thread-test T=1: scheduler figures {x.get('start_skew_us')} {x.get('rq_wait_us')} {x.get('vcsw')}")
 else:
     print("bench-smoke: no taskset or schedstat, scheduler figures not checked")
+# Pinned runs (nbbs-bench --pin): each thread on the CPU its mode gives it,
+# as sched_getcpu saw it after pinning; nothing pinned with one thread.
+cpus = sorted(os.sched_getaffinity(0))
+def pinned_run(mode, threads):
+    out = os.path.join(tmp, "pin.json")
+    subprocess.run([bench, "--allocator", "malloc", "--workload", "prodcons", "--threads", str(threads),
+                    "--scale", "smoke", "--pin", mode, "--repeat", "1", "--quiet", "--json", out], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    r = json.load(open(out))["results"][0]
+    return r["pin"], r["pinned"], r["runs"][0]["pin_cpus"]
+check(pinned_run("none", 4) == ("none", 0, ""), f"--pin none: {pinned_run('none', 4)}")
+check(pinned_run("spread", 1) == ("spread", 0, ""), f"--pin spread T=1: {pinned_run('spread', 1)}")
+if len(cpus) >= 2:
+    n = len(cpus)
+    for mode, T, want in (("spread", 4, [cpus[t % n] for t in range(4)]),
+                          ("pack", 2, [cpus[0], cpus[0]]),
+                          ("pack", 4, [cpus[(t // max(2, -(-4 // n))) % n] for t in range(4)])):
+        got = pinned_run(mode, T)
+        check(got == (mode, 1, ",".join(map(str, want))), f"--pin {mode} T={T}: {got}, expected CPUs {want}")
+else:
+    print("bench-smoke: one CPU, pinning only checked as a no-op")
+# run.sh ran its pinned cells (spread and pack) into pinned-*.json, apart
+# from the unpinned front-end files, and the report tabulates them.
+pn = [f for f in os.listdir(res) if f.startswith("pinned-") and f.endswith(".json")]
+modes = set()
+for f in pn:
+    d = load(f)
+    if d:
+        check_doc(f, d)
+        for r in d["results"]:
+            modes.add(r.get("pin"))
+            check(r.get("pinned") == (len(cpus) >= 2 and r["threads"] >= 2),
+                  f"{f}: {r['workload']} T={r['threads']} pinned {r.get('pinned')}")
+check(modes == {"spread", "pack"}, f"pinned runs: modes {modes}")
+for f in fe:
+    d = load(f)
+    check(not d or all(r.get("pin") == "none" for r in d["results"]), f"{f}: a pinned run among the unpinned")
 mr = load("memreturn-glibc-1.json") if os.path.exists(os.path.join(res, "memreturn-glibc-1.json")) else None
 check(mr is not None, "no memreturn-glibc-1.json")
 if mr:
@@ -219,7 +264,7 @@ report = open(os.path.join(tmp, "REPORT.md")).read()
 for s in ("## Back-end targets", "## Main suite, scale `smoke`", "## Front-end comparison",
           "nbbs-bunch vs bunch-sl", "nbbs-tree vs lists-sl", "Atomic operations per operation",
           "### Huge frames under churn", "### Tail latency", "### Memory return", "memreturn.png",
-          "### nbmalloc against the targets"):
+          "### nbmalloc against the targets", "### nbmalloc by thread placement"):
     check(s in report, f"REPORT.md has no '{s}'")
 
 if errors:
