@@ -160,7 +160,7 @@ static inline bool enclosed_live(const nbbs_t *b, uint64_t g0, uint8_t prev)
  * of that order (live or cached). The search would start at
  * this context's last block anyway, so the cache goes on filling the group
  * it is in, block after block, at a fraction of the search's cost. */
-static void *take_next(nbbs_cache_t *c, unsigned order)
+static inline __attribute__((__always_inline__)) void *take_next(nbbs_cache_t *c, unsigned order)
 {
     nbbs_t *b = c->b;
     uint64_t g0 = c->cursor[order], gmask = (UINT64_C(1) << b->group_order) - 1;
