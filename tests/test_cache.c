@@ -403,62 +403,6 @@ static void test_take_hint(nbbs_layout_t lay)
     free(in.meta), free(mem);
 }
 
-/* Refills of the carve order itself (whole blocks, not carved) take the
- * block after the cache's last one in place too, while its group lasts,
- * passing over a block in use there: not from the tree's search, which
- * starts at the caller's hint. To tell the two apart the test sends every
- * hint cell's carve-order word to the other group between two refills: a
- * search would go there (it did, one search per block, before such
- * refills took in place: in stress those searches cost 4-5x a take). */
-static void test_take_next_whole(nbbs_layout_t lay)
-{
-    const size_t mb = 64;
-    inst_t in = make(lay, FAKE_BASE, 1024 * mb, mb, 10); /* 2 groups of 512 leaves */
-    nbbs_cache_config_t cfg = { NBBS_CARVE_ORDER + 1, 16, 64 };
-    char *mem;
-    nbbs_cache_t *c = cache_new(in.b, &cfg, &mem);
-    char *f[32];
-    /* Every cell starts at group A's first block, so that both refills
-     * fit in group A wherever the test's stack (its hint cell) is. */
-    for (unsigned i = 0; i <= in.b->hint_mask; i++)
-        nb_hint_store(&in.b->hints[i * NBBS_HINT_STRIDE + NBBS_CARVE_ORDER], 0);
-    uint64_t lo = UINT64_MAX, hi = 0;
-    for (int i = 0; i < 16; i++) { /* one refill: 16 blocks of the carve order */
-        f[i] = nbbs_cache_alloc(c, NBBS_CARVE_ORDER);
-        CHECK(f[i] != NULL);
-        uint64_t l = (uint64_t)(f[i] - FAKE_BASE) / mb;
-        lo = l < lo ? l : lo, hi = l > hi ? l : hi;
-    }
-    CHECK_EQ(hi - lo, 15 * 8); /* adjacent: the first searched, the rest in place */
-    CHECK_EQ(lo, 0);
-    char *x = nbbs_alloc_order(in.b, NBBS_CARVE_ORDER); /* in use after them (or elsewhere) */
-    CHECK(x != NULL);
-    uint64_t xl = (uint64_t)(x - FAKE_BASE) / mb;
-    for (unsigned i = 0; i <= in.b->hint_mask; i++)
-        nb_hint_store(&in.b->hints[i * NBBS_HINT_STRIDE + NBBS_CARVE_ORDER], 512); /* group B */
-    uint64_t lo2 = UINT64_MAX, hi2 = 0;
-    for (int i = 16; i < 32; i++) {
-        f[i] = nbbs_cache_alloc(c, NBBS_CARVE_ORDER);
-        CHECK(f[i] != NULL);
-        uint64_t l = (uint64_t)(f[i] - FAKE_BASE) / mb;
-        CHECK(l != xl);
-        lo2 = l < lo2 ? l : lo2, hi2 = l > hi2 ? l : hi2;
-    }
-    CHECK_EQ(lo2, xl == hi + 8 ? xl + 8 : hi + 8); /* right after the first refill's (or x) */
-    CHECK_EQ(lo2 >> 9, lo >> 9);                   /* the same group, not the hint's */
-    CHECK_EQ(hi2 - lo2, 15 * 8);
-    CHECK_EQ(nbbs_validate(in.b), 0);
-    nbbs_stats_t s = stats(in.b);
-    CHECK_EQ(s.live_blocks, 33);
-    for (int i = 0; i < 32; i++)
-        CHECK_EQ(nbbs_cache_free(c, f[i]), 0);
-    CHECK_EQ(nbbs_free(in.b, x), 0);
-    nbbs_cache_drain(c);
-    CHECK_EQ(nbbs_validate(in.b), 0);
-    CHECK_EQ(stats(in.b).used_bytes, 0);
-    free(in.meta), free(mem);
-}
-
 /* A refill's batch stays in the group (2 MiB of frames) its first block
  * came from: the block that takes it into another group is its last. Near
  * full, a batch taken from all over the arena held room that larger orders
@@ -1369,7 +1313,6 @@ int main(int argc, char **argv)
         test_carve(layouts[l]);
         test_take_next(layouts[l]);
         test_take_hint(layouts[l]);
-        test_take_next_whole(layouts[l]);
         test_batch_home(layouts[l]);
         test_batch_home_any_cell(layouts[l]);
         test_short(layouts[l]);

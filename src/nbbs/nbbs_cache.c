@@ -86,6 +86,7 @@ nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cach
         if (k < NBBS_CARVE_ORDER) {
             nparts[k] = 0;
             ptop[k] = 0;
+            cursor[k] = 0;
             carve_word_t x;
             x.w = 0;
             for (unsigned j = 0; j < CARVE_LEAVES; j += 1u << k)
@@ -97,8 +98,6 @@ nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cach
                 lost[k * CACHE_LOST_WORDS + j] = 0;
             dry[k] = 0;
         }
-        if (k <= NBBS_CARVE_ORDER)
-            cursor[k] = 0;
         backoff[k] = 0;
         lean[k] = 0;
         unsigned per = 1u << (NBBS_CARVE_ORDER - (k < NBBS_CARVE_ORDER ? k : 0));
@@ -153,23 +152,17 @@ static inline bool enclosed_live(const nbbs_t *b, uint64_t g0, uint8_t prev)
 }
 
 /* The block of the carve order at c->cursor[order], taken in place (one claim
- * and the climb, no search), if the block before it is still in use (so
+ * and the climb, no search), if the block before it is still carved (so
  * its group is in use: taking here breaks no free group) and both lie in
- * one group; else NULL, and the caller searches. In use: carved, or, for
- * a refill of the carve order itself (whole blocks, not carved), a block
- * of that order (live or cached). The search would start at
+ * one group; else NULL, and the caller searches. The search would start at
  * this context's last block anyway, so the cache goes on filling the group
  * it is in, block after block, at a fraction of the search's cost. */
-static inline __attribute__((__always_inline__)) void *take_next(nbbs_cache_t *c, unsigned order)
+static void *take_next(nbbs_cache_t *c, unsigned order)
 {
     nbbs_t *b = c->b;
     uint64_t g0 = c->cursor[order], gmask = (UINT64_C(1) << b->group_order) - 1;
     uint8_t prev;
-    if (!(g0 & gmask))
-        return NULL;
-    prev = nb_load_u8(&b->index[g0 - CARVE_LEAVES]);
-    if (!(prev & NBBS_IDX_CARVED) &&
-        (order != NBBS_CARVE_ORDER || (prev & NBBS_IDX_ORDER) != NBBS_CARVE_ORDER + 1u))
+    if (!(g0 & gmask) || !((prev = nb_load_u8(&b->index[g0 - CARVE_LEAVES])) & NBBS_IDX_CARVED))
         return NULL;
     unsigned r = b->max_order - NBBS_CARVE_ORDER;
     /* A block in use there (a claim that fails at once: a load, no CAS) is
@@ -371,38 +364,19 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
         }
     }
     if (!first) {
-        /* Whole blocks of the carve order are taken in place after the
-         * last one this cache took, as the carving refills above take
-         * theirs, while its group lasts: the tree's search from the hint,
-         * near full, cost several times the take (stress). A block taken
-         * in place has no index entry yet (the search's FN(taken) writes
-         * it); the caller's gets its live byte here. */
-        bool whole = order == NBBS_CARVE_ORDER, inplace = false;
-        if (whole && (first = take_next(c, order)) != NULL) {
-            inplace = true;
-            nb_store_rel_u8(&b->index[(uint64_t)((uintptr_t)first - b->base) >> b->min_shift],
-                            (uint8_t)(order + 1u));
-        }
-        if (!first)
-            first = nbbs__tree_or_bunch_alloc(b, order);
+        first = nbbs__tree_or_bunch_alloc(b, order);
         if (!first) {
             tree_short(c, order);
             return nbbs__reclaim(b, order);
         }
-        uint64_t leaf0 = (uint64_t)((uintptr_t)first - b->base) >> b->min_shift;
         uint64_t want = c->batch;
-        uint64_t home = leaf0 >> b->group_order;
-        if (whole)
-            c->cursor[order] = leaf0 + CARVE_LEAVES;
+        uint64_t home = ((uint64_t)((uintptr_t)first - b->base) >> b->min_shift) >> b->group_order;
         if (c->lean[order]) {
             c->lean[order]--;
             want = 1;
         }
         while (n + 1 < want) {
-            void *p = whole ? take_next(c, order) : NULL;
-            inplace = p != NULL;
-            if (!p)
-                p = nbbs__tree_or_bunch_alloc(b, order);
+            void *p = nbbs__tree_or_bunch_alloc(b, order);
             if (!p) {
                 tree_short(c, order);
                 break;
@@ -410,15 +384,9 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
             uint64_t leaf = (uint64_t)((uintptr_t)p - b->base) >> b->min_shift;
             nb_store_rel_u8(&b->index[leaf], (uint8_t)((order + 1u) | NBBS_IDX_CACHED));
             nb_own_store(&s[n++], leaf);
-            if (whole)
-                c->cursor[order] = leaf + CARVE_LEAVES;
             if (leaf >> b->group_order != home && b->group_order > order)
                 break; /* left the group: this block is the batch's last */
         }
-        /* The hint names the last block taken, as after the carving
-         * refills' in-place takes. */
-        if (inplace)
-            nb_hint_store(nbbs__hint_order(b, order), c->cursor[order] - CARVE_LEAVES);
     }
     nb_own_store(&c->count[order], n);
     return first;

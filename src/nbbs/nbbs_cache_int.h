@@ -65,13 +65,11 @@ struct nbbs_cache {
      * from the tree (which would break free huge blocks). Owner only. */
     bool                   stranded[NBBS_CARVE_ORDER];
     uint64_t               swept[NBBS_CARVE_ORDER]; /* carved blocks the empty harvests since looked at */
-    /* Per order up to the carve order: the leaf just past the block this
-     * cache carved (or, at the carve order, took whole) last (0: none). A
-     * refill takes the block there in place, without the tree's search,
-     * while the one before it is still in use (carved, or at the carve
-     * order a block of that order) and both lie in one group (take_next).
-     * Owner only, plain. */
-    uint64_t               cursor[NBBS_CARVE_ORDER + 1];
+    /* Per order below the carve order: the leaf just past the block this
+     * cache carved last (0: none). A refill takes the block there in place,
+     * without the tree's search, while the one before it is still carved
+     * and both lie in one group (take_next). Owner only, plain. */
+    uint64_t               cursor[NBBS_CARVE_ORDER];
     /* Per order below the carve order: a carved word of free frames of that
      * order, as a refill writes it (built once, in memory order). */
     uint64_t               pattern[NBBS_CARVE_ORDER];
