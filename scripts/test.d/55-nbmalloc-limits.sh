@@ -33,6 +33,10 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { echo "nbmalloc limits: FAILED: $*"; fail=$((fail + 1)); }
+# ratio N D: N / D to three places (0 when D is 0 or empty).
+ratio() { awk -v n="${1:-0}" -v d="${2:-0}" 'BEGIN { printf "%.3f", d ? n / d : 0 }'; }
+# at_least R W MESSAGE: a passed check if R >= W, else a failure saying MESSAGE.
+at_least() { if awk -v r="$1" -v w="$2" 'BEGIN { exit !(r >= w) }'; then ok; else bad "$3"; fi; }
 
 # run LIMIT_KB OUT PRELOAD cmd...: the exit status of cmd under ulimit -v.
 run() {
@@ -89,8 +93,7 @@ awk 'FNR == NR && /^fill / { if (!($2 in g)) g[$2] = $3; next }
 printf '  ulimit -v %s:\n  %-16s %14s %14s %7s\n' "$G4" "block bytes" "glibc" "nbmalloc" "ratio"
 while read -r label ref got ratio; do
   printf '  %-16s %14s %14s %7s\n' "$label" "$ref" "$got" "$ratio"
-  if awk -v r="$ratio" 'BEGIN { exit !(r >= 0.90) }'; then ok; else
-    bad "reachable memory in blocks of $label: $got bytes, glibc $ref (ratio $ratio < 0.90)"; fi
+  at_least "$ratio" 0.90 "reachable memory in blocks of $label: $got bytes, glibc $ref (ratio $ratio < 0.90)"
 done < "$tmp/ratios"
 if [ "$(wc -l < "$tmp/ratios")" = 4 ]; then ok; else bad "fill rounds missing: $(cat "$tmp/ratios")"; fi
 for s in 100 4000 1048576 104857600; do
@@ -107,10 +110,9 @@ for s in 300000 1100000; do
   run 1048576 "$tmp/mid.glibc" "" "$LIM" fill $s || bad "fill $s under glibc: $(cat "$tmp/mid.glibc.err")"
   run 1048576 "$tmp/mid.nbm" "$SO" "$LIM" fill $s || bad "fill $s under nbmalloc: $(cat "$tmp/mid.nbm.err")"
   read -r _ _ g < "$tmp/mid.glibc"; read -r _ _ n < "$tmp/mid.nbm"
-  r=$(awk -v g="${g:-0}" -v n="${n:-0}" 'BEGIN { printf "%.3f", g ? n / g : 0 }')
+  r=$(ratio "$n" "$g")
   echo "  ulimit -v 1048576: blocks of $s: glibc $g, nbmalloc $n (ratio $r)"
-  if awk -v r="$r" 'BEGIN { exit !(r >= 0.88) }'; then ok; else
-    bad "reachable memory in blocks of $s under 1 GiB: $n bytes, glibc $g (ratio $r < 0.88)"; fi
+  at_least "$r" 0.88 "reachable memory in blocks of $s under 1 GiB: $n bytes, glibc $g (ratio $r < 0.88)"
 done
 
 # Memory freed in larger blocks serves smaller ones: under 1.5 GiB, a
@@ -127,10 +129,9 @@ for rs in "1048576 512 262144 0.90" "1048576 512 524288 0.90" "1048576 512 30000
   set -- $rs
   run 1572864 "$tmp/refill.nbm" "$SO" "$LIM" refill "$1" "$2" "$3" || bad "refill $3 under nbmalloc: $(cat "$tmp/refill.nbm.err")"
   read -r _ _ f g < "$tmp/refill.nbm" || true
-  r=$(awk -v f="${f:-0}" -v g="${g:-0}" 'BEGIN { printf "%.3f", f ? g / f : 0 }')
+  r=$(ratio "$g" "$f")
   echo "  ulimit -v 1572864: $2 x $1 freed, blocks of $3 regained $g bytes (ratio $r)"
-  if awk -v r="$r" -v w="$4" 'BEGIN { exit !(r >= w) }'; then ok; else
-    bad "blocks of $3 after freeing $2 x $1: $g of $f bytes (ratio $r < $4)"; fi
+  at_least "$r" $4 "blocks of $3 after freeing $2 x $1: $g of $f bytes (ratio $r < $4)"
 done
 set --
 
@@ -147,10 +148,9 @@ for rs in "1048576 512 262144 0.95" "1048576 512 300000 0.86" "4194304 128 11000
   run 1572864 "$tmp/reuse.glibc" "" "$LIM" reuse "$1" "$2" "$3" || bad "reuse $3 under glibc: $(cat "$tmp/reuse.glibc.err")"
   run 1572864 "$tmp/reuse.nbm" "$SO" "$LIM" reuse "$1" "$2" "$3" || bad "reuse $3 under nbmalloc: $(cat "$tmp/reuse.nbm.err")"
   read -r _ _ _ g < "$tmp/reuse.glibc" || true; read -r _ _ _ n < "$tmp/reuse.nbm" || true
-  r=$(awk -v g="${g:-0}" -v n="${n:-0}" 'BEGIN { printf "%.3f", g ? n / g : 0 }')
+  r=$(ratio "$n" "$g")
   echo "  ulimit -v 1572864: $2 x $1 freed, blocks of $3: glibc $g, nbmalloc $n (ratio $r)"
-  if awk -v r="$r" -v w="$4" 'BEGIN { exit !(r >= w) }'; then ok; else
-    bad "blocks of $3 after $2 x $1 freed: $n bytes, glibc $g (ratio $r < $4)"; fi
+  at_least "$r" $4 "blocks of $3 after $2 x $1 freed: $n bytes, glibc $g (ratio $r < $4)"
 done
 set --
 
