@@ -260,7 +260,9 @@ static _Thread_local uintptr_t last_lo NBM_TLS; /* where that split's range bega
  * up (popped: ours alone) serves a request of the smaller class cls: it
  * goes back to the back-end and is taken again
  * in parts (nbm__block_take_next): the request's block at its start (or
- * its first place aligned to its size, for a power-of-two class), then
+ * its first place aligned to its size, for a power-of-two class; a class
+ * of pieces may start in the thread's gap or be placed down, below, unless
+ * align is above a page: then at p, aligned as popped), then
  * as many more blocks of the request's class as fit (the class in demand;
  * 3 x 320 KiB in 1 MiB, as packed fresh blocks would be), then the tail in
  * buddy blocks, each cached as a block of its class: resident memory the
@@ -273,7 +275,7 @@ static _Thread_local uintptr_t last_lo NBM_TLS; /* where that split's range bega
  * count is the whole block's, see heal) or a request of a power-of-two
  * class finds no place aligned to its size in it; else *out is the
  * request's block, or NULL when part of it was taken meanwhile. */
-static bool split(char *p, unsigned up, unsigned cls, void **out)
+static bool split(char *p, unsigned up, unsigned cls, size_t align, void **out)
 {
     nbm_arena_t *ar = nbm__arena_of((uintptr_t)p);
     uint32_t had = 0, mtop = 0;
@@ -297,7 +299,12 @@ static bool split(char *p, unsigned up, unsigned cls, void **out)
          * end at hi and the gap is left at the bottom, for the next block
          * down. */
         bool down = false;
-        if (gap_hi == (uintptr_t)p && gap_lo >= ar->base && gap_lo < gap_hi) {
+        if (align > NBM_PAGE) {
+            /* An aligned request's part starts at p, the one place known
+             * aligned (pop_aligned): into a gap or placed down it would
+             * start at any page (posix_memalign(128 KiB, 300,000 B) under
+             * NBM_LIMIT_MB=64: 25 of 128 misaligned). */
+        } else if (gap_hi == (uintptr_t)p && gap_lo >= ar->base && gap_lo < gap_hi) {
             lo = (char *)gap_lo;
         } else if (gap_lo == (uintptr_t)end && gap_hi <= ar->base + ar->size) {
             hi = (char *)gap_hi;
@@ -406,7 +413,7 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
             nbm__decay_unhold(&policy[got], class_bytes(got));
             nbm__desc_put(tc, d);
             *fresh = false;
-            if (got == cls || !nbm__memory_short() || !split(p, got, cls, (void **)&p))
+            if (got == cls || !nbm__memory_short() || !split(p, got, cls, align, (void **)&p))
                 cls = got; /* whole: the same class, or one with moves in it */
         }
         if (!p) {

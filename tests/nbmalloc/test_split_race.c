@@ -9,7 +9,9 @@
  * take some of it. Threads of two kinds run together for --seconds:
  *  - splitters free blocks of 600 KiB .. 2 MiB (to the shared cache: above
  *    the thread's slots) and keep live requests of 160 KiB .. 1 MiB, which
- *    take those blocks and split them;
+ *    take those blocks and split them (one in eight aligned to 8 .. 256
+ *    KiB with posix_memalign, checked aligned: run on into the thread's
+ *    gap or placed down, a part started on any page);
  *  - takers keep live blocks of every medium size (16 KiB .. 4 MiB), half of
  *    them calloc'd, and small objects (their pages), from the back-end
  *    when no cached block serves: the allocations that land in a split's
@@ -92,7 +94,7 @@ typedef struct obj {
 typedef struct worker {
     int id;
     bool splitter;
-    uint64_t allocs, fails, callocs, bad_tag, bad_zero, bad_size;
+    uint64_t allocs, fails, callocs, aligned, bad_tag, bad_zero, bad_size, bad_align;
     obj_t live[LIVE];
 } worker_t;
 
@@ -133,14 +135,27 @@ static void drop(worker_t *w, obj_t *o)
     o->p = NULL;
 }
 
-/* An object of `size` into o (NULL when the limit refuses it). */
-static void take(worker_t *w, obj_t *o, size_t size, bool zero)
+/* An object of `size` into o (NULL when the limit refuses it), aligned to
+ * align if not 0 (posix_memalign). */
+static void take_aligned(worker_t *w, obj_t *o, size_t size, bool zero, size_t align)
 {
-    uint64_t *p = zero ? nbm_calloc(1, size) : nbm_malloc(size);
+    uint64_t *p = NULL;
+    if (align) {
+        zero = false;
+        if (nbm_posix_memalign((void **)&p, align, size) != 0)
+            p = NULL;
+    } else {
+        p = zero ? nbm_calloc(1, size) : nbm_malloc(size);
+    }
     w->allocs++;
     if (!p) {
         w->fails++;
         return;
+    }
+    if (align) {
+        w->aligned++;
+        if ((uintptr_t)p & (align - 1))
+            w->bad_align++;
     }
     if (zero) {
         w->callocs++;
@@ -154,6 +169,11 @@ static void take(worker_t *w, obj_t *o, size_t size, bool zero)
         w->bad_size++;
     o->tag = ((uint64_t)w->id << 48 | w->allocs) * 2 + 1; /* odd: never 0, never a pointer */
     tag_write(o);
+}
+
+static void take(worker_t *w, obj_t *o, size_t size, bool zero)
+{
+    take_aligned(w, o, size, zero, 0);
 }
 
 static size_t log_uniform(uint64_t *r, size_t lo, size_t hi)
@@ -192,7 +212,11 @@ static void *work(void *arg)
                     drop(w, &big);
                 } else {
                     drop(w, o);
-                    take(w, o, 160 * KIB + rnd(&r) % (864 * KIB), rnd(&r) % 4 == 0);
+                    /* One in eight aligned to 8 .. 256 KiB: a split's part
+                     * for it must start where the block did. */
+                    uint64_t k = rnd(&r);
+                    take_aligned(w, o, 160 * KIB + rnd(&r) % (864 * KIB), k % 4 == 0,
+                                 k % 8 == 1 ? (size_t)8 * KIB << (k >> 8) % 6 : 0);
                 }
             } else {
                 drop(w, o);
@@ -287,21 +311,22 @@ int main(int argc, char **argv)
         w[i] = (worker_t){ .id = i + 1, .splitter = i < splitters };
         CHECK(pthread_create(&th[i], NULL, work, &w[i]) == 0);
     }
-    uint64_t allocs = 0, fails = 0, callocs = 0;
+    uint64_t allocs = 0, fails = 0, callocs = 0, aligned = 0;
     for (int i = 0; i < nt; i++) {
         pthread_join(th[i], NULL);
         CHECK_EQ(w[i].bad_tag, 0);
         CHECK_EQ(w[i].bad_zero, 0);
         CHECK_EQ(w[i].bad_size, 0);
-        allocs += w[i].allocs, fails += w[i].fails, callocs += w[i].callocs;
+        CHECK_EQ(w[i].bad_align, 0);
+        allocs += w[i].allocs, fails += w[i].fails, callocs += w[i].callocs, aligned += w[i].aligned;
     }
     double el = now_s() - t0;
 
     uint64_t splits = COUNTER(splits), lost = COUNTER(split_lost), retakes = COUNTER(split_retakes);
     uint64_t skips = COUNTER(split_skips), dirty = COUNTER(dirty_takes);
-    printf("%.1f s, %d splitters, %d takers, window yields %u %%: %llu allocations (%llu calloc, %llu refused)\n", el,
-           splitters, takers, window_pct,
-           (unsigned long long)allocs, (unsigned long long)callocs, (unsigned long long)fails);
+    printf("%.1f s, %d splitters, %d takers, window yields %u %%: %llu allocations (%llu calloc, %llu aligned,"
+           " %llu refused)\n", el, splitters, takers, window_pct, (unsigned long long)allocs,
+           (unsigned long long)callocs, (unsigned long long)aligned, (unsigned long long)fails);
     printf("splits %llu; races: lost requests %llu, retakes %llu, pages skipped %llu, dirty takes %llu"
            " (per second: %.1f splits, %.1f lost, %.1f retakes, %.1f skipped, %.1f dirty)\n",
            (unsigned long long)splits, (unsigned long long)lost, (unsigned long long)retakes,
