@@ -45,10 +45,10 @@
 #include "nbmalloc.h"
 
 #include "../check.h"
+#include "split_check.h"
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
-#define STRIDE 512
 #define MAXOBJ 4096
 #define MAXT 8
 
@@ -58,23 +58,6 @@ typedef struct obj {
     uint64_t tag;
 } obj_t;
 
-static void tag_write(obj_t *o)
-{
-    size_t words = o->usable / 8;
-    for (size_t i = 0; i < words; i += STRIDE / 8)
-        o->p[i] = o->tag;
-    o->p[words - 1] = o->tag;
-}
-
-static bool tag_ok(const obj_t *o)
-{
-    size_t words = o->usable / 8;
-    bool ok = o->p[words - 1] == o->tag;
-    for (size_t i = 0; i < words; i += STRIDE / 8)
-        ok &= o->p[i] == o->tag;
-    return ok;
-}
-
 /* Every word: a part reaching into a gap must read zero all through. */
 static bool zero_ok(const uint64_t *p, size_t size)
 {
@@ -82,21 +65,6 @@ static bool zero_ok(const uint64_t *p, size_t size)
         if (p[i])
             return false;
     return true;
-}
-
-/* Bytes the back-end holds in the arenas in use. */
-static uint64_t backend_used(void)
-{
-    uint64_t used = 0;
-    for (uint32_t i = 0; i < nbm__arena_count(); i++) {
-        nbm_arena_t *ar = nbm__arena_at(i);
-        if (nbm_load_u32(&ar->retired))
-            continue;
-        nbbs_stats_t bs;
-        nbbs_get_stats(ar->bb, &bs);
-        used += bs.used_bytes;
-    }
-    return used;
 }
 
 static void *fill_blocks[MAXOBJ];
@@ -184,13 +152,13 @@ static void take_all(worker_t *w, pthread_barrier_t *bar)
         if (n < w->early && crosses(p, w->size))
             w->crossed++;
         o->tag = ((uint64_t)w->id << 48 | (w->got + n)) * 2 + 1;
-        tag_write(o);
+        tags_write(o->p, o->usable, o->tag);
     }
     w->got += n;
     if (bar)
         pthread_barrier_wait(bar); /* all live at once: any overlap shows */
     for (size_t k = 0; k < n; k++) {
-        if (!tag_ok(&w->o[k]))
+        if (!tags_ok(w->o[k].p, w->o[k].usable, w->o[k].tag))
             w->bad_tag++;
         nbm_free(w->o[k].p);
     }
@@ -262,13 +230,13 @@ int main(int argc, char **argv)
                     solo.o[n].usable = nbm_usable_size(solo.o[n].p);
                     CHECK(solo.o[n].usable >= asizes[j]);
                     solo.o[n].tag = (aligned_got + n) * 2 + 1;
-                    tag_write(&solo.o[n]);
+                    tags_write(solo.o[n].p, solo.o[n].usable, solo.o[n].tag);
                     n++;
                 }
                 CHECK(n > 0);
                 aligned_got += n;
                 for (size_t k = 0; k < n; k++) {
-                    CHECK(tag_ok(&solo.o[k]));
+                    CHECK(tags_ok(solo.o[k].p, solo.o[k].usable, solo.o[k].tag));
                     nbm_free(solo.o[k].p);
                 }
                 nbm_purge();

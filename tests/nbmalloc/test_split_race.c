@@ -58,10 +58,10 @@
 #include "nbmalloc.h"
 
 #include "../check.h"
+#include "split_check.h"
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
-#define STRIDE 512 /* bytes between tag words */
 #define LIVE 12    /* live objects per thread */
 #define MAXT 16
 
@@ -98,29 +98,11 @@ typedef struct worker {
     obj_t live[LIVE];
 } worker_t;
 
-/* Offsets of the tag words: every STRIDE bytes, and the last word. */
-static void tag_write(obj_t *o)
-{
-    size_t words = o->usable / 8;
-    for (size_t i = 0; i < words; i += STRIDE / 8)
-        o->p[i] = o->tag;
-    o->p[words - 1] = o->tag;
-}
-
-static bool tag_ok(const obj_t *o)
-{
-    size_t words = o->usable / 8;
-    bool ok = o->p[words - 1] == o->tag;
-    for (size_t i = 0; i < words; i += STRIDE / 8)
-        ok &= o->p[i] == o->tag;
-    return ok;
-}
-
 static bool zero_ok(const uint64_t *p, size_t size)
 {
     size_t words = size / 8;
     bool ok = words == 0 || p[words - 1] == 0;
-    for (size_t i = 0; i < words; i += STRIDE / 8)
+    for (size_t i = 0; i < words; i += SPLIT_STRIDE / 8)
         ok &= p[i] == 0;
     return ok;
 }
@@ -129,7 +111,7 @@ static void drop(worker_t *w, obj_t *o)
 {
     if (!o->p)
         return;
-    if (!tag_ok(o))
+    if (!tags_ok(o->p, o->usable, o->tag))
         w->bad_tag++;
     nbm_free(o->p);
     o->p = NULL;
@@ -168,7 +150,7 @@ static void take_aligned(worker_t *w, obj_t *o, size_t size, bool zero, size_t a
     if (o->usable < size)
         w->bad_size++;
     o->tag = ((uint64_t)w->id << 48 | w->allocs) * 2 + 1; /* odd: never 0, never a pointer */
-    tag_write(o);
+    tags_write(o->p, o->usable, o->tag);
 }
 
 static void take(worker_t *w, obj_t *o, size_t size, bool zero)
@@ -231,21 +213,6 @@ static void *work(void *arg)
     for (int i = 0; i < LIVE; i++)
         drop(w, &w->live[i]);
     return NULL;
-}
-
-/* Bytes the back-end holds in the arenas in use (retired ones hold none). */
-static uint64_t backend_used(void)
-{
-    uint64_t used = 0;
-    for (uint32_t i = 0; i < nbm__arena_count(); i++) {
-        nbm_arena_t *ar = nbm__arena_at(i);
-        if (nbm_load_u32(&ar->retired))
-            continue;
-        nbbs_stats_t bs;
-        nbbs_get_stats(ar->bb, &bs);
-        used += bs.used_bytes;
-    }
-    return used;
 }
 
 static void *fill_blocks[4096];
