@@ -287,7 +287,7 @@ static bool split(char *p, unsigned up, unsigned cls, size_t align, void **out)
         mtop = nbm_load_u32_relaxed(moved_top_of(ar, p));
     }
     size_t pages = class_pages(up), want = class_pages(cls), size = want << NBM_PAGE_SHIFT;
-    char *end = p + (pages << NBM_PAGE_SHIFT), *a = p, *lo = p, *hi = end, *g0 = end, *g1 = end;
+    char *end = p + (pages << NBM_PAGE_SHIFT), *a = p, *lo = p, *hi = end, *g0 = end, *g1 = end, *top = end;
     bool pieces = !class_whole(cls);
     if (pieces) {
         /* A class of pieces (on any page) runs on into the thread's last
@@ -316,7 +316,8 @@ static bool split(char *p, unsigned up, unsigned cls, size_t align, void **out)
         if (n == 0)
             return false;
         a = down ? lo + rest : lo;
-        g0 = down ? lo : a + n * size;
+        top = a + n * size; /* the end of the parts */
+        g0 = down ? lo : top;
         g1 = down ? a : hi;
         if (up >= NBM_MOVE_CLASS) { /* extents counted from lo (a gap is purged) */
             had += (uint32_t)((size_t)(p - lo) >> NBM_PAGE_SHIFT);
@@ -349,7 +350,7 @@ static bool split(char *p, unsigned up, unsigned cls, size_t align, void **out)
         nbm__split_window(); /* tests only: other threads into the window */
     if (!pieces)
         keep_range(ar, p, p, a, had, mtop); /* before the request's (power of two in pieces) */
-    char *s = a + size, *top = pieces ? g0 == lo ? hi : g0 : end;
+    char *s = a + size;
     *out = NULL;
     NBM_STAT_ADD(splits, 1);
     if (take_part(ar, lo, a, s, !pieces, had, mtop)) {

@@ -234,7 +234,7 @@ size_t nbm__os_mappings(void)
 /* The address space RLIMIT_AS leaves the process (the limit less its whole
  * size, VmSize of /proc/self/statm: the limit counts every mapping, not only
  * ours), or UINT64_MAX without a limit. A few system calls: called when an
- * arena is added, revived or refused, never on an allocation's path. If
+ * arena is added or revived, never on an allocation's path. If
  * /proc cannot be read, the size is taken as 0 (the wall, when hit, still
  * counts as short). */
 uint64_t nbm__os_as_room(void)
