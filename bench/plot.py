@@ -826,6 +826,25 @@ def frontend_section(outdir, lines, plots, notes):
         lines.append(f"![{wl}]({os.path.relpath(os.path.join(outdir, name), os.path.dirname(REPORT_PATH) or '.')})\n")
 
 
+def fastest_peer(rs, peers):
+    """The peer with the least time per operation in results rs, and that
+    time (None, None if none has one)."""
+    cost = {l: fe_cost(rs[l]) for l in peers if l in rs and fe_cost(rs[l])}
+    best = min(cost, key=cost.get) if cost else None
+    return best, (cost[best] if best else None)
+
+
+def unwaited_ratio(ours, best, t):
+    """The report's last column: ours over best in time per operation over
+    only the runs whose threads did not wait for a core, with how many runs
+    of each that leaves."""
+    if t > (os.cpu_count() or 1):
+        return "– (more threads than CPUs)"  # every run waits: there is nothing to leave out
+    u_ours, n_ours = fe_unwaited(ours)
+    u_best, n_best = fe_unwaited(best)
+    return f"{u_ours / u_best:.2f} ({n_ours}/{n_best})" if u_ours and u_best else f"– ({n_ours}/{n_best})"
+
+
 def frontend_targets(res, rows, labels, lines):
     """nbmalloc against glibc and the best of the peers, per workload and
     thread count, with the number of cells that meet each target."""
@@ -856,12 +875,11 @@ def frontend_targets(res, rows, labels, lines):
         c_ours = fe_cost(ours)
         rss_ours = (run_stats(ours, "peak_rss_kb") or (None,))[0]
         c_glibc = fe_cost(rs["glibc"]) if "glibc" in rs else None
-        cost = {l: fe_cost(rs[l]) for l in peers if l in rs and fe_cost(rs[l])}
+        best_t, c_best = fastest_peer(rs, peers)
         rss = {l: run_stats(rs[l], "peak_rss_kb")[0] for l in peers if l in rs and run_stats(rs[l], "peak_rss_kb")}
-        best_t = min(cost, key=cost.get) if cost else None
         best_m = min(rss, key=rss.get) if rss else None
         r_glibc = c_ours / c_glibc if c_ours and c_glibc else None
-        r_time = c_ours / cost[best_t] if c_ours and best_t else None
+        r_time = c_ours / c_best if c_ours and best_t else None
         r_rss = rss_ours / rss[best_m] if rss_ours and best_m else None
         if r_glibc is None or r_time is None or r_rss is None:
             continue
@@ -870,12 +888,7 @@ def frontend_targets(res, rows, labels, lines):
         met[1] += r_time <= FE_TARGETS[1]
         met[2] += r_rss <= FE_TARGETS[2]
         wl, pv, t = k
-        if t > (os.cpu_count() or 1):
-            u = "– (more threads than CPUs)"  # every run waits: there is nothing to leave out
-        else:
-            u_ours, n_ours = fe_unwaited(ours)
-            u_best, n_best = fe_unwaited(rs[best_t])
-            u = f"{u_ours / u_best:.2f} ({n_ours}/{n_best})" if u_ours and u_best else f"– ({n_ours}/{n_best})"
+        u = unwaited_ratio(ours, rs[best_t], t)
         lines.append(f"| {wl} {pv} | {t} | {r_glibc:.2f}{' ✓' if r_glibc < FE_TARGETS[0] else ' ✗'} | "
                      f"{ratio_cell(r_time, FE_TARGETS[1])} | {best_t} | {ratio_cell(r_rss, FE_TARGETS[2])} | "
                      f"{best_m} | {u} |")
@@ -929,16 +942,10 @@ def pinned_section(outdir, res, labels, lines):
             if not rs:
                 continue
             cells = [fe_time(rs.get(l)) for l in labels]
-            cost = {l: fe_cost(rs[l]) for l in peers if l in rs and fe_cost(rs[l])}
-            best = min(cost, key=cost.get) if cost else None
+            best, c_best = fastest_peer(rs, peers)
             ours = fe_cost(rs[FE_OURS]) if FE_OURS in rs else None
-            rat = ratio_cell(ours / cost[best], FE_TARGETS[1]) if ours and best else "–"
-            if t > (os.cpu_count() or 1) or not best:
-                u = "–"
-            else:
-                u_ours, n_ours = fe_unwaited(rs[FE_OURS])
-                u_best, n_best = fe_unwaited(rs[best])
-                u = f"{u_ours / u_best:.2f} ({n_ours}/{n_best})" if u_ours and u_best else f"– ({n_ours}/{n_best})"
+            rat = ratio_cell(ours / c_best, FE_TARGETS[1]) if ours and best else "–"
+            u = unwaited_ratio(rs[FE_OURS], rs[best], t) if ours and best else "–"
             lines.append(f"| {wl} {pv} | {t} | {mode} | " + " | ".join(cells) + f" | {rat} | {best or '–'} | {u} |")
     lines.append("")
 
