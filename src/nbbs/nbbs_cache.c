@@ -187,12 +187,17 @@ static void *take_next(nbbs_cache_t *c, unsigned order)
  * of its own, so every order that needs such a block backs off: orders
  * below the carve order stop carving if j <= NBBS_CARVE_ORDER, and orders
  * from j up take one block per refill instead of a batch, for the next
- * CACHE_BACKOFF refills each. (A refill that finds no block still ends in
- * the pressure path, so NULL keeps its meaning.) */
+ * CACHE_BACKOFF refills each; if j <= NBBS_CARVE_ORDER, every order does:
+ * what free room the tree has left is then pieces smaller than a carved
+ * block, a batch's further searches for them walk far (over every carved
+ * block on the way), and the pieces a batch holds are missing to the other
+ * orders, whose searches then fail (alloc-rnd near full: test_short_small).
+ * (A refill that finds no block still ends in the pressure path, so NULL
+ * keeps its meaning.) */
 static void tree_short(nbbs_cache_t *c, unsigned j)
 {
     for (unsigned k = 0; k < c->orders; k++) {
-        if (k >= j)
+        if (k >= j || j <= NBBS_CARVE_ORDER)
             c->lean[k] = CACHE_BACKOFF;
         if (k < NBBS_CARVE_ORDER && j <= NBBS_CARVE_ORDER && c->groups[k])
             c->backoff[k] = CACHE_BACKOFF;
