@@ -239,6 +239,36 @@ static void lost_to_strays(nbbs_cache_t *c, unsigned lo, unsigned hi)
             }
 }
 
+/* The tree had no block of the carve order lately and the stray bitmap no
+ * frame of this order: a frame of it split off a larger free frame, or
+ * made of smaller ones, in a carved block that this cache's stacks of the
+ * other carved orders name (newest first, each block once), or NULL. Near
+ * full, what the tree still has of the small orders is pieces, and its
+ * search for them walks far (over every carved block on the way); the
+ * frames this cache holds for its other orders are at hand, one CAS on a
+ * carved block's word away. A stack entry whose frame this splits or joins
+ * is dropped by the pop's claim as any stale entry is. Owner only. */
+static void *take_own(nbbs_cache_t *c, unsigned order)
+{
+    nbbs_t *b = c->b;
+    for (unsigned j = 0; j < NBBS_CARVE_ORDER && j < c->orders; j++) {
+        if (j == order || !c->groups[j])
+            continue;
+        NBBS_ATOMIC(uint64_t) *s = stack_of(c, j);
+        uint64_t last = UINT64_MAX;
+        for (uint64_t n = nb_own_load(&c->count[j]); n;) {
+            uint64_t g0 = nb_own_load(&s[--n]) & ~(uint64_t)(CARVE_LEAVES - 1);
+            if (g0 == last || g0 >= b->nleaves)
+                continue;
+            last = g0;
+            void *p = nbbs__carve_take_at(b, g0, order);
+            if (p)
+                return p;
+        }
+    }
+    return NULL;
+}
+
 /* The stack is empty: refill it and return one block, or reclaim from
  * other caches if the tree has none. Orders below NBBS_CARVE_ORDER (with
  * batch large enough) take batch / 2^(NBBS_CARVE_ORDER - order) blocks of
@@ -363,6 +393,8 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
          * failed search of the tree costs far more. */
         lost_to_strays(c, 0, NBBS_CARVE_ORDER);
         first = nbbs__carve_take_stray(b, order);
+        if (!first)
+            first = take_own(c, order);
         if (first) {
             nb_own_store(&c->count[order], 0);
             return first;
