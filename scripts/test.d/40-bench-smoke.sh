@@ -42,6 +42,19 @@ fi
 grep -q -- "--pin must be none, spread or pack, not 'sideways'" "$tmp/pin.err" \
   || { cat "$tmp/pin.err"; echo "bench-smoke: --pin sideways refused without the message" >&2; exit 1; }
 
+# bench/ab.py (the A/B tool the docs cite): two rounds of two variants, each
+# row with its median [min-max]; a malformed variant is refused.
+python3 bench/ab.py -r 2 -v one="$B" -v two="$B" -m pair_ns \
+  -c '--allocator nbbs-bunch --workload cached --threads 1 --scale smoke' > "$tmp/ab.txt" 2> "$tmp/ab.err" \
+  || { cat "$tmp/ab.err"; echo "bench-smoke: ab.py failed" >&2; exit 1; }
+for v in one two; do
+  grep -Eq "nbbs-bunch:0 +$v: pair_ns [0-9.e+]+ \[[0-9.e+]+-[0-9.e+]+\]$" "$tmp/ab.txt" \
+    || { cat "$tmp/ab.txt"; echo "bench-smoke: ab.py printed no row for $v" >&2; exit 1; }
+done
+if python3 bench/ab.py -v "$B" -c '--workload cached' > /dev/null 2>&1; then
+  echo "bench-smoke: ab.py accepted a variant without a name" >&2; exit 1
+fi
+
 bash bench/run.sh --scale smoke --threads 1,2 --repeat 1 --no-deps --build "$BUILD" \
   --out "$tmp/results" --report "$tmp/REPORT.md" > "$tmp/run.log" 2>&1 \
   || { tail -40 "$tmp/run.log"; echo "bench-smoke: run.sh failed" >&2; exit 1; }
