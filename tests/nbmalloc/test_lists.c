@@ -20,6 +20,10 @@
  *     goes back whole, lim at its floor;
  *   foreign: the grown list, then another thread's objects freed past its
  *     room: lim back at its floor, the list trimmed to a quarter of it;
+ *   trim: a list at its floor that another heap's object overflows sends
+ *     its newest objects, as many as the room it gives back, and keeps its
+ *     oldest lim / 4 (the newest are in the thread's cache; the oldest
+ *     were a chain of misses for send's walk);
  *   shed: the grown list, then a medium block new from the back-end (it
  *     would fault in its memory): the list goes back whole first, lim at
  *     its floor;
@@ -223,6 +227,51 @@ static void test_foreign(void)
     nbm_thread_flush();
 }
 
+/* Objects of this thread's heap, freed by another thread in allocation
+ * order: the lim0-th free fills its list, the next one overflows it. */
+#define TN 257
+static void *tobj[TN];
+static uint32_t t_lim0, t_room;
+static size_t t_len;
+static void *t_head, *t_bottom;
+static nbm_tcache_t *t_tc;
+
+static void *trimmer(void *arg)
+{
+    (void)arg;
+    for (size_t k = 0; k < TN; k++)
+        nbm_free(tobj[k]);
+    nbm_bin_t *bin = bin_of(16);
+    t_tc = nbm__tc;
+    t_lim0 = bin->lim0;
+    t_room = (uint32_t)bin->room;
+    t_len = list_len(bin);
+    t_head = bin->head;
+    void **o = bin->head;
+    while (o && o[0])
+        o = o[0];
+    t_bottom = o;
+    return NULL;
+}
+
+static void test_trim(void)
+{
+    for (size_t k = 0; k < TN; k++)
+        if (!(tobj[k] = nbm_malloc(16)))
+            abort();
+    pthread_t t;
+    if (pthread_create(&t, NULL, trimmer, NULL) != 0)
+        abort();
+    pthread_join(t, NULL);
+    CHECK(t_tc != nbm__tc);
+    CHECK_EQ(t_lim0, TN - 1);
+    CHECK_EQ(t_room, t_lim0 - t_lim0 / 4);
+    /* The oldest quarter stayed, newest first; the rest went back here. */
+    CHECK_EQ(t_len, t_lim0 / 4);
+    CHECK(t_head == tobj[t_lim0 / 4 - 1]);
+    CHECK(t_bottom == tobj[0]);
+}
+
 static void test_shed(void)
 {
     grown();
@@ -340,6 +389,7 @@ int main(void)
     test_idle();
     test_purge();
     test_foreign();
+    test_trim();
     test_shed();
     test_adopt();
     test_remote();
