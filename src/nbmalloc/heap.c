@@ -367,24 +367,22 @@ static uint32_t bin_keep(nbm_tcache_t *tc, nbm_bin_t *bin, uint32_t keep)
  * 3 lim / 4 at a time, walked every object of a run of frees twice, one
  * load waiting for the other: thread-test 8 B cost 31 % more CPU a pair
  * than main at 2 % more instructions.
- * The trim sends the list's NEWEST objects, as many as the room it gives
- * back (lim - lim / 4, and this one), and keeps the older ones: the newest
- * are the ones this thread just linked, their lines still in its cache, so
- * send's walk through them (which it needs for their pages) waits on no
- * miss. Sending the oldest three quarters instead walked objects freed
- * thousands of operations earlier, one dependent miss per link: send was
- * 5.5-8.2 % of larson T=4's samples (tcmalloc's release 0.2 %). The kept
- * bottom holds lim / 4 objects, and with them what a full list held below
- * its counted objects (the last refill's and the current page's, which a
- * refill finds the list empty of), as before; mallocs reach it as the
- * list's depth swings. A grown list that fills up with other heaps'
- * objects goes back to its floor: it holds more than lim0 of them only
- * until they overflow it (their pages are ones their owners can neither
- * empty nor serve), so its newest lim0 / 4 stay and all the older go (a
- * walk of the grown list, once per growth). */
-#ifndef NBM_TRIM_NEWEST
-#define NBM_TRIM_NEWEST 1
-#endif
+ * The trim: the newest lim / 4 objects stay on top, the next lim + 1 -
+ * lim / 4 (as many as the room it gives back, and this one) go to their
+ * pages, and what lies below them stays: the objects of the last refill
+ * not yet popped and the current page's frees past the room (uncounted),
+ * which the room allows on top of lim (a refill finds the list empty).
+ * Sending all below the newest lim / 4, as before, walked that bottom
+ * too: a page's free list or carving batch taken whole at the refill,
+ * linked long before (cold: one dependent miss per link) and mostly sent
+ * straight back to the page it came from; send was 5.5-8.2 % of larson
+ * T=4's samples, 90 % of them on that walk's next link (tcmalloc's release
+ * 0.2 %). The bound is the list's as documented (lim more than the last
+ * refill brought, and the current page's objects).
+ * A grown list that fills up with other heaps' objects goes back to its
+ * floor, whole but its newest lim0 / 4: it holds more than lim0 of them
+ * only until they overflow it (their pages are ones their owners can
+ * neither empty nor serve). */
 void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, void **o)
 {
     o[0] = bin->head;
@@ -392,12 +390,16 @@ void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, void **o)
     uint32_t lim = bin->lim0, keep = lim / 4;
     bin->room = (int32_t)(lim - keep);
     bin->over = 0;
-    if (!NBM_TRIM_NEWEST || bin->lim != lim) {
+    if (bin->lim != lim || keep == 0) { /* grown, or a large class's (lim 0: sent whole) */
         bin->lim = lim;
         bin_keep(tc, bin, keep);
         return;
     }
-    bin->head = send_upto(tc, bin, bin->head, lim + 1 - keep);
+    /* The list holds lim + 1 objects at least: the room went below 0. */
+    void **top = o;
+    for (uint32_t i = 1; i < keep; i++)
+        top = top[0];
+    top[0] = send_upto(tc, bin, top[0], lim + 1 - keep);
 }
 
 /* A grown list's bottom that the thread no longer reaches: over
