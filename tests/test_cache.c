@@ -661,6 +661,121 @@ static void test_short(nbbs_layout_t lay)
     free(in.meta), free(m);
 }
 
+/* When the tree has no block of the carve order left, the frames of the
+ * orders below it are scattered pieces: a refill of such an order then takes
+ * one of them, not a batch (each further search walks far near full, and the
+ * pieces it would hold are missing to the other orders). Here every order-3
+ * block keeps a live frame and 8 single frames are free. */
+static void test_short_small(nbbs_layout_t lay)
+{
+    const size_t mb = 64;
+    inst_t in = make(lay, FAKE_BASE, 64 * mb, mb, 6);
+    nbbs_cache_config_t cfg = { 4, 8, 64 };
+    char *m;
+    nbbs_cache_t *c = cache_new(in.b, &cfg, &m);
+    char *d[64];
+    for (int i = 0; i < 64; i++) {
+        d[i] = nbbs_alloc_order(in.b, 0);
+        CHECK(d[i] != NULL);
+    }
+    for (int g = 0; g < 8; g++) /* frame 1 of each order-3 block: its buddy stays live */
+        for (int i = 0; i < 64; i++)
+            if ((size_t)(d[i] - FAKE_BASE) / mb == (size_t)(8 * g + 1)) {
+                CHECK_EQ(nbbs_free(in.b, d[i]), 0);
+                d[i] = NULL;
+            }
+    CHECK_EQ(stats(in.b).free_bytes, 8 * mb);
+    /* The refill's carve search fails; it takes one frame and caches none. */
+    char *f[8];
+    f[0] = nbbs_cache_alloc(c, 0);
+    CHECK(f[0] != NULL);
+    CHECK_EQ(stats(in.b).cached_blocks, 0);
+    CHECK_EQ(stats(in.b).free_bytes, 7 * mb);
+    /* Order 1 finds nothing and order 0 still gets every free frame. */
+    CHECK(nbbs_cache_alloc(c, 1) == NULL);
+    for (int i = 1; i < 8; i++) {
+        f[i] = nbbs_cache_alloc(c, 0);
+        CHECK(f[i] != NULL);
+        CHECK_EQ(stats(in.b).cached_blocks, 0);
+    }
+    CHECK(nbbs_cache_alloc(c, 0) == NULL);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    for (int i = 0; i < 8; i++)
+        CHECK_EQ(nbbs_cache_free(c, f[i]), 0);
+    for (int i = 0; i < 64; i++)
+        if (d[i])
+            CHECK_EQ(nbbs_free(in.b, d[i]), 0);
+    nbbs_cache_drain(c);
+    nbbs_stats_t s = stats(in.b);
+    CHECK_EQ(s.used_bytes, 0);
+    CHECK_EQ(s.largest_free, 64 * mb);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    free(in.meta), free(m);
+}
+
+/* With no block of the carve order left in the tree, a refill of a carved
+ * order first makes its frame of free frames this cache holds for another
+ * order (one CAS on their carved block's word) before it searches the tree
+ * for the pieces left there. Here the cache holds 7 free order-0 frames of
+ * one carved block and the tree one free order-1 block elsewhere: an order-1
+ * allocation joins two of the frames. */
+static void test_take_own(nbbs_layout_t lay)
+{
+    const size_t mb = 64;
+    inst_t in = make(lay, FAKE_BASE, 64 * mb, mb, 6);
+    nbbs_cache_config_t cfg = { 4, 8, 64 };
+    char *m;
+    nbbs_cache_t *c = cache_new(in.b, &cfg, &m);
+    char *f0 = nbbs_cache_alloc(c, 0); /* carves one order-3 block: 7 frames cached */
+    CHECK(f0 != NULL);
+    size_t g = (size_t)(f0 - FAKE_BASE) / mb & ~(size_t)7;
+    CHECK_EQ(stats(in.b).cached_blocks, 7);
+    char *d[56];
+    for (int i = 0; i < 56; i++) {
+        d[i] = nbbs_alloc_order(in.b, 0);
+        CHECK(d[i] != NULL);
+        CHECK((size_t)(d[i] - FAKE_BASE) / mb >> 3 != g >> 3);
+    }
+    CHECK_EQ(stats(in.b).free_bytes, 0);
+    /* One order-1 block free in the tree, in a block with live frames. */
+    size_t h = (g + 8) % 64 + 2;
+    for (int i = 0; i < 56; i++)
+        if ((size_t)(d[i] - FAKE_BASE) / mb == h || (size_t)(d[i] - FAKE_BASE) / mb == h + 1) {
+            CHECK_EQ(nbbs_free(in.b, d[i]), 0);
+            d[i] = NULL;
+        }
+    CHECK_EQ(stats(in.b).free_bytes, 2 * mb);
+    char *f1 = nbbs_cache_alloc(c, 1);
+    CHECK(f1 != NULL);
+    CHECK_EQ((size_t)(f1 - FAKE_BASE) / mb >> 3, g >> 3); /* in the cache's carved block */
+    CHECK_EQ(stats(in.b).free_bytes, 2 * mb);             /* the tree's block untouched */
+    CHECK_EQ(nbbs_block_size(in.b, f1), 2 * mb);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    /* Every frame is still obtainable: 5 order-0 frames of the carved block
+     * (two of the stack's entries are stale now) and the tree's 2. */
+    char *r[8];
+    size_t got = 0;
+    while (got < 8 && (r[got] = nbbs_cache_alloc(c, 0)) != NULL)
+        got++;
+    CHECK_EQ(got, 7);
+    CHECK_EQ(stats(in.b).cached_blocks, 0);
+    CHECK_EQ(stats(in.b).free_bytes, 0);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    for (size_t i = 0; i < got; i++)
+        CHECK_EQ(nbbs_cache_free(c, r[i]), 0);
+    CHECK_EQ(nbbs_cache_free(c, f0), 0);
+    CHECK_EQ(nbbs_cache_free(c, f1), 0);
+    for (int i = 0; i < 56; i++)
+        if (d[i])
+            CHECK_EQ(nbbs_free(in.b, d[i]), 0);
+    nbbs_cache_drain(c);
+    nbbs_stats_t s = stats(in.b);
+    CHECK_EQ(s.used_bytes, 0);
+    CHECK_EQ(s.largest_free, 64 * mb);
+    CHECK_EQ(nbbs_validate(in.b), 0);
+    free(in.meta), free(m);
+}
+
 /* Frames a drain leaves in carved blocks that keep a live frame are used
  * again before any new block is carved: the cache remembers up to 64 such
  * blocks, and when more were left (the ring overflowed) its refills harvest
@@ -1316,6 +1431,8 @@ int main(int argc, char **argv)
         test_batch_home(layouts[l]);
         test_batch_home_any_cell(layouts[l]);
         test_short(layouts[l]);
+        test_short_small(layouts[l]);
+        test_take_own(layouts[l]);
         test_parts(layouts[l]);
         test_strays(layouts[l]);
         test_lost_shared(layouts[l]);

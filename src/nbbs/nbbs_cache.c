@@ -187,12 +187,17 @@ static void *take_next(nbbs_cache_t *c, unsigned order)
  * of its own, so every order that needs such a block backs off: orders
  * below the carve order stop carving if j <= NBBS_CARVE_ORDER, and orders
  * from j up take one block per refill instead of a batch, for the next
- * CACHE_BACKOFF refills each. (A refill that finds no block still ends in
- * the pressure path, so NULL keeps its meaning.) */
+ * CACHE_BACKOFF refills each; if j <= NBBS_CARVE_ORDER, every order does:
+ * what free room the tree has left is then pieces smaller than a carved
+ * block, a batch's further searches for them walk far (over every carved
+ * block on the way), and the pieces a batch holds are missing to the other
+ * orders, whose searches then fail (alloc-rnd near full: test_short_small).
+ * (A refill that finds no block still ends in the pressure path, so NULL
+ * keeps its meaning.) */
 static void tree_short(nbbs_cache_t *c, unsigned j)
 {
     for (unsigned k = 0; k < c->orders; k++) {
-        if (k >= j)
+        if (k >= j || j <= NBBS_CARVE_ORDER)
             c->lean[k] = CACHE_BACKOFF;
         if (k < NBBS_CARVE_ORDER && j <= NBBS_CARVE_ORDER && c->groups[k])
             c->backoff[k] = CACHE_BACKOFF;
@@ -232,6 +237,36 @@ static void lost_to_strays(nbbs_cache_t *c, unsigned lo, unsigned hi)
                 }
                 c->lost[k][wi] = 0;
             }
+}
+
+/* The tree had no block of the carve order lately and the stray bitmap no
+ * frame of this order: a frame of it split off a larger free frame, or
+ * made of smaller ones, in a carved block that this cache's stacks of the
+ * other carved orders name (newest first, each block once), or NULL. Near
+ * full, what the tree still has of the small orders is pieces, and its
+ * search for them walks far (over every carved block on the way); the
+ * frames this cache holds for its other orders are at hand, one CAS on a
+ * carved block's word away. A stack entry whose frame this splits or joins
+ * is dropped by the pop's claim as any stale entry is. Owner only. */
+static void *take_own(nbbs_cache_t *c, unsigned order)
+{
+    nbbs_t *b = c->b;
+    for (unsigned j = 0; j < NBBS_CARVE_ORDER && j < c->orders; j++) {
+        if (j == order || !c->groups[j])
+            continue;
+        NBBS_ATOMIC(uint64_t) *s = stack_of(c, j);
+        uint64_t last = UINT64_MAX;
+        for (uint64_t n = nb_own_load(&c->count[j]); n;) {
+            uint64_t g0 = nb_own_load(&s[--n]) & ~(uint64_t)(CARVE_LEAVES - 1);
+            if (g0 == last || g0 >= b->nleaves)
+                continue;
+            last = g0;
+            void *p = nbbs__carve_take_at(b, g0, order);
+            if (p)
+                return p;
+        }
+    }
+    return NULL;
 }
 
 /* The stack is empty: refill it and return one block, or reclaim from
@@ -358,6 +393,8 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
          * failed search of the tree costs far more. */
         lost_to_strays(c, 0, NBBS_CARVE_ORDER);
         first = nbbs__carve_take_stray(b, order);
+        if (!first)
+            first = take_own(c, order);
         if (first) {
             nb_own_store(&c->count[order], 0);
             return first;

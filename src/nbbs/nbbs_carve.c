@@ -81,6 +81,14 @@ again:
     return UINT64_MAX;
 }
 
+void *nbbs__carve_take_at(nbbs_t *b, uint64_t g0, unsigned order)
+{
+    carve_word_t x;
+    x.w = nb_load_u64(carve_word(b, g0));
+    uint64_t leaf = take_in_block(b, g0, x, order);
+    return leaf != UINT64_MAX ? addr_of(b, leaf) : NULL;
+}
+
 /* Under pressure: a free frame of this order (or one that can be split, or
  * free frames that make one) in any carved block, named on a stack or not.
  * One CAS on the carved block's word takes it; a failed CAS means a frame

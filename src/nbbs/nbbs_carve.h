@@ -114,6 +114,11 @@ static inline void stray_mark(const nbbs_t *b, uint64_t g0)
  * returns the frames that went back with it (0: it stays). */
 unsigned nbbs__carve_merge(nbbs_t *b, uint64_t g0);
 
+/* A region of this order in the carved block at g0 (a free frame of that
+ * order, one split off a larger free frame, or free frames that fill it),
+ * taken with one CAS on the block's word, or NULL. */
+void *nbbs__carve_take_at(nbbs_t *b, uint64_t g0, unsigned order);
+
 /* Under pressure: a free frame of this order in any carved block, or NULL. */
 void *nbbs__carve_take(nbbs_t *b, unsigned order);
 

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "../check.h"
+#include "../support/test_options.h"
 #include "nbmalloc.h"
 
 #define MAXP 2000000
@@ -163,12 +164,8 @@ static void test_threads(int t, int rounds)
 int main(int argc, char **argv)
 {
     int threads = 4, rounds = 3;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--threads"))
-            threads = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--rounds"))
-            rounds = atoi(argv[i + 1]);
-    }
+    test_options(argc, argv, (const test_option_t[]){
+        { "--threads", TEST_OPT_INT, &threads }, { "--rounds", TEST_OPT_INT, &rounds }, { 0 } });
     const char *lim = getenv("NBM_LIMIT_MB");
     size_t limit = (size_t)(lim ? atol(lim) : 0) << 20;
     if (limit < ((size_t)96 << 20)) {

@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "../check.h"
+#include "../support/test_options.h"
 #include "child.h"
 #include "nbmalloc.h"
 #include "rss.h"
@@ -972,13 +973,15 @@ static void test_prodcons(int pairs)
 
 int main(int argc, char **argv)
 {
-    size_t mib = 256;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--mib"))
-            mib = (size_t)atol(argv[i + 1]);
-        else if (!strcmp(argv[i], "--objects"))
-            per_producer = atol(argv[i + 1]);
+    int mib_opt = 256, objects = (int)per_producer;
+    test_options(argc, argv, (const test_option_t[]){
+        { "--mib", TEST_OPT_INT, &mib_opt }, { "--objects", TEST_OPT_INT, &objects }, { 0 } });
+    if (mib_opt < 1 || objects < 1) {
+        fprintf(stderr, "nbm_test_pages: --mib and --objects must be at least 1\n");
+        return 2;
     }
+    size_t mib = (size_t)mib_opt;
+    per_producer = objects;
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     int check_rss = 0;
 #elif defined(__has_feature)

@@ -119,6 +119,7 @@
 #include "rss.h"
 
 #include "../check.h"
+#include "../support/test_options.h"
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
@@ -1091,17 +1092,20 @@ static void test_saturate(void)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
+    int no_rss = 0; /* after the mode: --no-rss (move, budget: no RSS checks under a sanitizer) */
+    test_options(argc > 1 ? argc - 1 : 1, argc > 1 ? argv + 1 : argv,
+                 (const test_option_t[]){ { "--no-rss", TEST_OPT_FLAG, &no_rss }, { 0 } });
     if (!strcmp(mode, "policy")) {
         test_steady();
         test_shrink();
         test_remap();
         test_abandoned();
     } else if (!strcmp(mode, "move")) {
-        bool rss = !(argc > 2 && !strcmp(argv[2], "--no-rss"));
+        bool rss = !no_rss;
         test_move_phase(rss);
         test_move_orders(rss);
     } else if (!strcmp(mode, "budget")) {
-        test_budget(!(argc > 2 && !strcmp(argv[2], "--no-rss")));
+        test_budget(!no_rss);
     } else if (!strcmp(mode, "carry")) {
         test_carry();
     } else if (!strcmp(mode, "saturate")) {

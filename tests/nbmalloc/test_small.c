@@ -25,6 +25,7 @@
 #include "rss.h"
 
 #include "../check.h"
+#include "../support/test_options.h"
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
@@ -111,9 +112,10 @@ static void test_few_per_class(void)
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--no-rss"))
-            check_rss = 0;
+    int no_rss = 0;
+    test_options(argc, argv, (const test_option_t[]){ { "--no-rss", TEST_OPT_FLAG, &no_rss }, { 0 } });
+    if (no_rss)
+        check_rss = 0;
     test_few_per_class(); /* first: on pages no test used before */
     test_calloc_reuse();
     TEST_MAIN_END();

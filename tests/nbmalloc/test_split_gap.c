@@ -45,6 +45,7 @@
 #include "nbmalloc.h"
 
 #include "../check.h"
+#include "../support/test_options.h"
 #include "split_check.h"
 
 #define KIB ((size_t)1 << 10)
@@ -183,12 +184,8 @@ static worker_t solo;
 int main(int argc, char **argv)
 {
     int threads = 3;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--threads"))
-            threads = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--rounds"))
-            rounds = atoi(argv[i + 1]);
-    }
+    test_options(argc, argv, (const test_option_t[]){
+        { "--threads", TEST_OPT_INT, &threads }, { "--rounds", TEST_OPT_INT, &rounds }, { 0 } });
     const char *lim = getenv("NBM_LIMIT_MB");
     if (!lim || atol(lim) < 16 || atol(lim) > 256 || threads < 2 || threads > MAXT) {
         fprintf(stderr, "nbm_test_split_gap: run with 16 <= NBM_LIMIT_MB <= 256 (ctest sets it), 2..%d threads\n",

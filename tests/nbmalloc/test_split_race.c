@@ -58,6 +58,7 @@
 #include "nbmalloc.h"
 
 #include "../check.h"
+#include "../support/test_options.h"
 #include "split_check.h"
 
 #define KIB ((size_t)1 << 10)
@@ -235,20 +236,16 @@ int main(int argc, char **argv)
     double seconds = 2;
     int splitters = 2, takers = 2;
     uint64_t min_races = 0;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--seconds"))
-            seconds = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--splitters"))
-            splitters = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--takers"))
-            takers = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--seed"))
-            seed = strtoull(argv[i + 1], NULL, 10);
-        else if (!strcmp(argv[i], "--window"))
-            window_pct = (unsigned)atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--min-races"))
-            min_races = strtoull(argv[i + 1], NULL, 10);
+    int window_opt = (int)window_pct;
+    test_options(argc, argv, (const test_option_t[]){
+        { "--seconds", TEST_OPT_DOUBLE, &seconds }, { "--splitters", TEST_OPT_INT, &splitters },
+        { "--takers", TEST_OPT_INT, &takers }, { "--seed", TEST_OPT_U64, &seed },
+        { "--window", TEST_OPT_INT, &window_opt }, { "--min-races", TEST_OPT_U64, &min_races }, { 0 } });
+    if (window_opt < 0 || window_opt > 100) {
+        fprintf(stderr, "nbm_test_split_race: --window is a percentage, 0..100\n");
+        return 2;
     }
+    window_pct = (unsigned)window_opt;
     if (splitters + takers > MAXT || splitters < 1) {
         fprintf(stderr, "nbm_test_split_race: 1..%d threads, at least one splitter\n", MAXT);
         return 2;

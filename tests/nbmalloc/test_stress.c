@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "nbmalloc.h"
+#include "../support/test_options.h"
 
 #define SLOTS 4096
 #define LOCAL 64
@@ -149,18 +150,13 @@ int main(int argc, char **argv)
 {
     int threads = 4, rounds = 4;
     uint64_t seed = 1;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--threads"))
-            threads = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--rounds"))
-            rounds = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--iters"))
-            iters = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--seed"))
-            seed = strtoull(argv[i + 1], NULL, 10);
+    test_options(argc, argv, (const test_option_t[]){
+        { "--threads", TEST_OPT_INT, &threads }, { "--rounds", TEST_OPT_INT, &rounds },
+        { "--iters", TEST_OPT_INT, &iters }, { "--seed", TEST_OPT_U64, &seed }, { 0 } });
+    if (threads < 1 || threads > 256 || rounds < 1 || iters < 1) {
+        fprintf(stderr, "nbm_test_stress: 1..256 threads, at least one round and one iteration\n");
+        return 2;
     }
-    if (threads < 1 || threads > 256)
-        threads = 4;
     pthread_t *t = calloc((size_t)threads, sizeof *t);
     for (int r = 0; r < rounds; r++) {
         for (int i = 0; i < threads; i++)
