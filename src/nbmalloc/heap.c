@@ -299,20 +299,18 @@ static bool page_collect(nbm_page_t *pg)
  * is never ours, and an object on the list keeps its page in use, so the
  * page cannot change hands meanwhile. Other heaps': one list to
  * nbm__remote_push, which groups it by page. */
-static inline __attribute__((always_inline)) void **send_upto(nbm_tcache_t *tc, nbm_bin_t *bin, void **list,
-                                                               uint32_t max)
+static void send(nbm_tcache_t *tc, nbm_bin_t *bin, void **list)
 {
     uintptr_t mask = bin->mask;
     void **other = NULL;
-    while (list && max) {
+    while (list) {
         void **first = list, **last = list;
         uintptr_t base = (uintptr_t)first & ~mask;
         uint32_t n = 1;
-        for (list = first[0]; list && n < max && ((uintptr_t)list & ~mask) == base; list = list[0]) {
+        for (list = first[0]; list && ((uintptr_t)list & ~mask) == base; list = list[0]) {
             last = list;
             n++;
         }
-        max -= n;
         nbm_page_t *pg = nbm__page_at(nbm__arena_of(base), base, mask);
         if (nbm_load_uptr_relaxed(&pg->heap) == (uintptr_t)tc) {
             last[0] = pg->free;
@@ -332,12 +330,6 @@ static inline __attribute__((always_inline)) void **send_upto(nbm_tcache_t *tc, 
     }
     if (other)
         nbm__remote_push((unsigned)(bin - tc->bins), other);
-    return list;
-}
-
-static void send(nbm_tcache_t *tc, nbm_bin_t *bin, void **list)
-{
-    (void)send_upto(tc, bin, list, UINT32_MAX);
 }
 
 /* The list's newest `keep` objects stay, the older go to their pages
@@ -360,46 +352,31 @@ static uint32_t bin_keep(nbm_tcache_t *tc, nbm_bin_t *bin, uint32_t keep)
     return n;
 }
 
+/* The list is full and takes another heap's object: the newest lim / 4
+ * objects stay, the older go to their pages. */
+static void bin_trim(nbm_tcache_t *tc, nbm_bin_t *bin)
+{
+    bin->room = (int32_t)(bin->lim - bin->lim / 4);
+    bin_keep(tc, bin, bin->lim / 4);
+}
+
 /* free found no room on the bin's list and the object on another heap's
  * page (nbm__free_fast, which gives this heap's own to their pages): onto
  * the list, trimmed, so it crosses back in a batch (one CAS per page;
  * prodcons, remote-free). Trimming the list for this heap's objects too,
  * 3 lim / 4 at a time, walked every object of a run of frees twice, one
  * load waiting for the other: thread-test 8 B cost 31 % more CPU a pair
- * than main at 2 % more instructions.
- * The trim: the newest lim / 4 objects stay on top, the next lim + 1 -
- * lim / 4 (as many as the room it gives back, and this one) go to their
- * pages, and what lies below them stays: the objects of the last refill
- * not yet popped and the current page's frees past the room (uncounted),
- * which the room allows on top of lim (a refill finds the list empty).
- * Sending all below the newest lim / 4, as before, walked that bottom
- * too: a page's free list or carving batch taken whole at the refill,
- * linked long before (cold: one dependent miss per link) and mostly sent
- * straight back to the page it came from; send was 5.5-8.2 % of larson
- * T=4's samples, 90 % of them on that walk's next link (tcmalloc's release
- * 0.2 %). The bound is the list's as documented (lim more than the last
- * refill brought, and the current page's objects).
- * A grown list that fills up with other heaps' objects goes back to its
- * floor, whole but its newest lim0 / 4: it holds more than lim0 of them
- * only until they overflow it (their pages are ones their owners can
- * neither empty nor serve). */
+ * than main at 2 % more instructions. */
 void nbm__free_other(nbm_tcache_t *tc, nbm_bin_t *bin, void **o)
 {
     o[0] = bin->head;
     bin->head = o;
-    uint32_t lim = bin->lim0, keep = lim / 4;
-    bin->room = (int32_t)(lim - keep);
+    /* A grown list that fills up with other heaps' objects goes back to
+     * its floor: it holds more than lim0 of them only until they overflow
+     * it (their pages are ones their owners can neither empty nor serve). */
+    bin->lim = bin->lim0;
     bin->over = 0;
-    if (bin->lim != lim || keep == 0) { /* grown, or a large class's (lim 0: sent whole) */
-        bin->lim = lim;
-        bin_keep(tc, bin, keep);
-        return;
-    }
-    /* The list holds lim + 1 objects at least: the room went below 0. */
-    void **top = o;
-    for (uint32_t i = 1; i < keep; i++)
-        top = top[0];
-    top[0] = send_upto(tc, bin, top[0], lim + 1 - keep);
+    bin_trim(tc, bin);
 }
 
 /* A grown list's bottom that the thread no longer reaches: over

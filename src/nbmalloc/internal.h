@@ -229,10 +229,8 @@ static inline void nbm__page_set_used(nbm_page_t *pg, uint32_t n)
  * heap's (counted, with the page's edges: it joins the avail list, or it
  * empties and leaves the class), as the free of a non-current page did
  * before; another heap's object goes onto the list, which is trimmed
- * (and lim falls back to its floor): the newest lim / 4 stay, the next
- * lim + 1 - lim / 4 go to their pages, other heaps' to their remote lists
- * grouped by page (remote.c), and what lies below them (the refill's
- * objects, the current page's uncounted frees) stays. So
+ * (and lim falls back to its floor): the newest lim / 4 stay, the others go to their
+ * pages, other heaps' to their remote lists grouped by page (remote.c). So
  * a run of frees walks no list, and frees handed to another thread
  * (prodcons) cross back in batches. With no room, the current page's
  * objects still go onto the list, uncounted (at most a page's worth). The

@@ -20,10 +20,6 @@
  *     goes back whole, lim at its floor;
  *   foreign: the grown list, then another thread's objects freed past its
  *     room: lim back at its floor, the list trimmed to a quarter of it;
- *   trim: a list at its floor that another heap's object overflows keeps
- *     its newest lim / 4 objects, sends the next ones, as many as the room
- *     it gives back, and keeps what lies below them (the refill's objects:
- *     sending them walked a cold page list back to its page);
  *   shed: the grown list, then a medium block new from the back-end (it
  *     would fault in its memory): the list goes back whole first, lim at
  *     its floor;
@@ -227,85 +223,6 @@ static void test_foreign(void)
     nbm_thread_flush();
 }
 
-/* Objects of this thread's heap, freed by another thread after a malloc
- * of its own (the refill's objects stay on its list, below the frees),
- * until one finds no room. */
-#define TN 600
-static void *tobj[TN];
-static uint32_t t_lim0;
-static int32_t t_room;
-static size_t t_len0, t_len, t_below, t_foreign, t_freed;
-static int t_top, t_refill_kept;
-static nbm_tcache_t *t_tc;
-
-static void *trimmer(void *arg)
-{
-    (void)arg;
-    /* A refill that leaves objects on the list (an adopted heap's current
-     * page may bring one at a time). */
-    static void *mine[64];
-    size_t nm = 0;
-    do
-        mine[nm++] = nbm_malloc(16);
-    while (nm < 64 && !bin_of(16)->head);
-    nbm_bin_t *bin = bin_of(16);
-    t_tc = nbm__tc;
-    t_lim0 = bin->lim0;
-    t_len0 = list_len(bin);
-    void **below = bin->head; /* the newest of the refill's objects */
-    size_t k = 0;
-    int32_t room = bin->room;
-    for (; k < TN; k++) {
-        nbm_free(tobj[k]);
-        if (bin->room > room) /* the trim set it back */
-            break;
-        room = bin->room;
-    }
-    t_freed = k + 1;
-    t_room = bin->room;
-    t_len = list_len(bin);
-    t_top = bin->head == tobj[k];
-    /* The refill's objects are still there, below the freed ones. */
-    t_foreign = 0;
-    t_refill_kept = 0;
-    for (void **o = bin->head; o; o = o[0]) {
-        if (o == below) {
-            t_refill_kept = 1;
-            t_below = list_len(&(nbm_bin_t){ .head = o });
-            break;
-        }
-        t_foreign++;
-    }
-    for (size_t i = 0; i < nm; i++)
-        nbm_free(mine[i]);
-    return NULL;
-}
-
-static void test_trim(void)
-{
-    for (size_t k = 0; k < TN; k++)
-        if (!(tobj[k] = nbm_malloc(16)))
-            abort();
-    pthread_t t;
-    if (pthread_create(&t, NULL, trimmer, NULL) != 0)
-        abort();
-    pthread_join(t, NULL);
-    CHECK(t_tc != nbm__tc);
-    CHECK(t_len0 > 0);
-    CHECK(t_freed < TN);
-    CHECK_EQ(t_room, (int32_t)(t_lim0 - t_lim0 / 4));
-    CHECK(t_top);
-    /* lim / 4 of the freed objects stay on top (and the one the malloc's pop
-     * gave room for), as many as the room given back went, and the refill's
-     * objects stayed whole. */
-    CHECK(t_foreign >= t_lim0 / 4 && t_foreign <= t_lim0 / 4 + 1);
-    CHECK(t_refill_kept);
-    CHECK_EQ(t_below, t_len0);
-    CHECK_EQ(t_len, t_foreign + t_len0);
-    for (size_t k = t_freed; k < TN; k++)
-        nbm_free(tobj[k]);
-}
-
 static void test_shed(void)
 {
     grown();
@@ -423,7 +340,6 @@ int main(void)
     test_idle();
     test_purge();
     test_foreign();
-    test_trim();
     test_shed();
     test_adopt();
     test_remote();
