@@ -158,6 +158,20 @@ static nbbs_cache_t *cache_new(nbbs_t *b, const nbbs_cache_config_t *cfg, char *
     return c;
 }
 
+/* The end of a test whose blocks are all freed: the cache drained, nothing
+ * in use, the tree whole again (its largest free block `whole` bytes; 0
+ * skips that check), the metadata consistent; the test's memory freed. */
+static void finish(inst_t *in, nbbs_cache_t *c, char *m, size_t whole)
+{
+    nbbs_cache_drain(c);
+    nbbs_stats_t s = stats(in->b);
+    CHECK_EQ(s.used_bytes, 0);
+    if (whole)
+        CHECK_EQ(s.largest_free, whole);
+    CHECK_EQ(nbbs_validate(in->b), 0);
+    free(in->meta), free(m);
+}
+
 static void test_alloc_free(nbbs_layout_t lay)
 {
     const size_t mb = 4096;
@@ -653,12 +667,7 @@ static void test_short(nbbs_layout_t lay)
     for (int i = 0; i < 3; i++)
         CHECK_EQ(nbbs_cache_free(c, e[i]), 0);
     CHECK_EQ(nbbs_free(in.b, d[4]), 0);
-    nbbs_cache_drain(c);
-    nbbs_stats_t s = stats(in.b);
-    CHECK_EQ(s.used_bytes, 0);
-    CHECK_EQ(s.largest_free, 64 * mb);
-    CHECK_EQ(nbbs_validate(in.b), 0);
-    free(in.meta), free(m);
+    finish(&in, c, m, 64 * mb);
 }
 
 /* When the tree has no block of the carve order left, the frames of the
@@ -705,12 +714,7 @@ static void test_short_small(nbbs_layout_t lay)
     for (int i = 0; i < 64; i++)
         if (d[i])
             CHECK_EQ(nbbs_free(in.b, d[i]), 0);
-    nbbs_cache_drain(c);
-    nbbs_stats_t s = stats(in.b);
-    CHECK_EQ(s.used_bytes, 0);
-    CHECK_EQ(s.largest_free, 64 * mb);
-    CHECK_EQ(nbbs_validate(in.b), 0);
-    free(in.meta), free(m);
+    finish(&in, c, m, 64 * mb);
 }
 
 /* With no block of the carve order left in the tree, a refill of a carved
@@ -768,12 +772,7 @@ static void test_take_own(nbbs_layout_t lay)
     for (int i = 0; i < 56; i++)
         if (d[i])
             CHECK_EQ(nbbs_free(in.b, d[i]), 0);
-    nbbs_cache_drain(c);
-    nbbs_stats_t s = stats(in.b);
-    CHECK_EQ(s.used_bytes, 0);
-    CHECK_EQ(s.largest_free, 64 * mb);
-    CHECK_EQ(nbbs_validate(in.b), 0);
-    free(in.meta), free(m);
+    finish(&in, c, m, 64 * mb);
 }
 
 /* Frames a drain leaves in carved blocks that keep a live frame are used
@@ -808,10 +807,7 @@ static void test_parts(nbbs_layout_t lay)
     CHECK_EQ(nbbs_validate(in.b), 0);
     for (size_t i = 0; i < nblk * 8; i++)
         CHECK_EQ(nbbs_free(in.b, f[i]), 0);
-    nbbs_cache_drain(c);
-    CHECK_EQ(stats(in.b).used_bytes, 0);
-    CHECK_EQ(nbbs_validate(in.b), 0);
-    free(in.meta), free(m);
+    finish(&in, c, m, 0);
 }
 
 /* Frames left in carved blocks with a live frame by nbbs_cache_drain (the
@@ -859,10 +855,7 @@ static void test_strays(nbbs_layout_t lay)
     CHECK_EQ(nbbs_validate(in.b), 0);
     for (size_t i = 0; i < 32; i++)
         CHECK_EQ(nbbs_free(in.b, f[i]), 0);
-    nbbs_cache_drain(c);
-    CHECK_EQ(stats(in.b).used_bytes, 0);
-    CHECK_EQ(nbbs_validate(in.b), 0);
-    free(in.meta), free(m);
+    finish(&in, c, m, 0);
 }
 
 /* The frames of the blocks a cache's full ring wrote over are found by the
@@ -1026,10 +1019,7 @@ static void test_stray_take(nbbs_layout_t lay)
     for (size_t i = 0; i < ng; i++)
         if (i != 5)
             CHECK_EQ(nbbs_free(in.b, g[i]), 0);
-    nbbs_cache_drain(c);
-    CHECK_EQ(stats(in.b).used_bytes, 0);
-    CHECK_EQ(nbbs_validate(in.b), 0);
-    free(in.meta), free(m);
+    finish(&in, c, m, 0);
 }
 
 /* Bulk refill: orders 0..2 are refilled by carving order-3 blocks. Frees
