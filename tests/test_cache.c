@@ -158,6 +158,16 @@ static nbbs_cache_t *cache_new(nbbs_t *b, const nbbs_cache_config_t *cfg, char *
     return c;
 }
 
+/* The instance of the tests of a tree running short: 64 frames of 64 bytes
+ * in one tree (max order 6), and a cache of orders 0-3 with batches of 8
+ * and stacks of 64 (*m: its memory, for finish). */
+static nbbs_cache_t *short_instance(nbbs_layout_t lay, inst_t *in, char **m)
+{
+    *in = make(lay, FAKE_BASE, 64 * 64, 64, 6);
+    nbbs_cache_config_t cfg = { 4, 8, 64 };
+    return cache_new(in->b, &cfg, m);
+}
+
 /* The end of a test whose blocks are all freed: the cache drained, nothing
  * in use, the tree whole again (its largest free block `whole` bytes; 0
  * skips that check), the metadata consistent; the test's memory freed. */
@@ -619,10 +629,9 @@ static void test_pressure(nbbs_layout_t lay)
 static void test_short(nbbs_layout_t lay)
 {
     const size_t mb = 64;
-    inst_t in = make(lay, FAKE_BASE, 64 * mb, mb, 6);
-    nbbs_cache_config_t cfg = { 4, 8, 64 };
+    inst_t in;
     char *m;
-    nbbs_cache_t *c = cache_new(in.b, &cfg, &m);
+    nbbs_cache_t *c = short_instance(lay, &in, &m);
     /* 5 of the 8 order-3 blocks taken outside the cache. */
     char *d[5];
     for (int i = 0; i < 5; i++) {
@@ -678,10 +687,9 @@ static void test_short(nbbs_layout_t lay)
 static void test_short_small(nbbs_layout_t lay)
 {
     const size_t mb = 64;
-    inst_t in = make(lay, FAKE_BASE, 64 * mb, mb, 6);
-    nbbs_cache_config_t cfg = { 4, 8, 64 };
+    inst_t in;
     char *m;
-    nbbs_cache_t *c = cache_new(in.b, &cfg, &m);
+    nbbs_cache_t *c = short_instance(lay, &in, &m);
     char *d[64];
     for (int i = 0; i < 64; i++) {
         d[i] = nbbs_alloc_order(in.b, 0);
@@ -726,10 +734,9 @@ static void test_short_small(nbbs_layout_t lay)
 static void test_take_own(nbbs_layout_t lay)
 {
     const size_t mb = 64;
-    inst_t in = make(lay, FAKE_BASE, 64 * mb, mb, 6);
-    nbbs_cache_config_t cfg = { 4, 8, 64 };
+    inst_t in;
     char *m;
-    nbbs_cache_t *c = cache_new(in.b, &cfg, &m);
+    nbbs_cache_t *c = short_instance(lay, &in, &m);
     char *f0 = nbbs_cache_alloc(c, 0); /* carves one order-3 block: 7 frames cached */
     CHECK(f0 != NULL);
     size_t g = (size_t)(f0 - FAKE_BASE) / mb & ~(size_t)7;
