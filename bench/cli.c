@@ -123,6 +123,16 @@ static void usage(FILE *f)
     list_text(f);
 }
 
+/* The index of arg among an option's three names (scale_names, pin_names),
+ * or exit with a message naming them. */
+static int name_index(const char *const names[3], const char *arg, const char *what)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(arg, names[i]) == 0)
+            return i;
+    die("%s must be %s, %s or %s, not '%s'", what, names[0], names[1], names[2], arg);
+}
+
 void parse_args(int argc, char **argv)
 {
     enum { O_WL = 256, O_AL, O_TH, O_REP, O_SCALE, O_SIZE, O_ORDER, O_FILL, O_MINB, O_MAXO, O_ARENA, O_OPS,
@@ -155,12 +165,7 @@ void parse_args(int argc, char **argv)
         case O_AL: opt.allocators = optarg; break;
         case O_TH: parse_longs(&opt.threads, optarg, "--threads"); opt.threads_set = 1; break;
         case O_REP: parse_longs(&one, optarg, "--repeat"); opt.repeat = (int)one.v[0]; opt.repeat_set = 1; break;
-        case O_SCALE:
-            if (strcmp(optarg, "smoke") == 0) opt.scale = BENCH_SCALE_SMOKE;
-            else if (strcmp(optarg, "quick") == 0) opt.scale = BENCH_SCALE_QUICK;
-            else if (strcmp(optarg, "paper") == 0) opt.scale = BENCH_SCALE_PAPER;
-            else die("--scale must be smoke, quick or paper");
-            break;
+        case O_SCALE: opt.scale = (bench_scale_t)name_index(scale_names, optarg, "--scale"); break;
         case O_SIZE: parse_longs(&opt.sizes, optarg, "--size"); opt.sizes_set = 1; break;
         case O_ORDER: parse_longs(&opt.orders, optarg, "--order"); opt.orders_set = 1; break;
         case O_FILL: parse_longs(&opt.fills, optarg, "--fill"); opt.fills_set = 1; break;
@@ -171,14 +176,7 @@ void parse_args(int argc, char **argv)
         case O_ROUNDS: parse_longs(&one, optarg, "--rounds"); opt.rounds = one.v[0]; break;
         case O_SECS: opt.seconds = strtod(optarg, NULL); if (opt.seconds <= 0) die("bad --seconds"); break;
         case O_SEED: parse_longs(&one, optarg, "--seed"); opt.seed = (uint64_t)one.v[0]; break;
-        case O_PIN:
-            opt.pin = -1;
-            for (int i = 0; i <= BENCH_PIN_PACK; i++)
-                if (strcmp(optarg, pin_names[i]) == 0)
-                    opt.pin = i;
-            if (opt.pin < 0)
-                die("--pin must be none, spread or pack, not '%s'", optarg);
-            break;
+        case O_PIN: opt.pin = name_index(pin_names, optarg, "--pin"); break;
         case O_JSON: opt.json = optarg; break;
         case O_LABEL: opt.label = optarg; break;
         case O_QUIET: opt.quiet = 1; break;

@@ -81,11 +81,17 @@ again:
     return UINT64_MAX;
 }
 
-void *nbbs__carve_take_at(nbbs_t *b, uint64_t g0, unsigned order)
+/* take_in_block on the carved block at g0 as it is now. */
+static uint64_t take_at(nbbs_t *b, uint64_t g0, unsigned order)
 {
     carve_word_t x;
     x.w = nb_load_u64(carve_word(b, g0));
-    uint64_t leaf = take_in_block(b, g0, x, order);
+    return take_in_block(b, g0, x, order);
+}
+
+void *nbbs__carve_take_at(nbbs_t *b, uint64_t g0, unsigned order)
+{
+    uint64_t leaf = take_at(b, g0, order);
     return leaf != UINT64_MAX ? addr_of(b, leaf) : NULL;
 }
 
@@ -105,9 +111,7 @@ void *nbbs__carve_take(nbbs_t *b, unsigned order)
     NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b);
     uint64_t g = (nb_hint_load(hint) >> NBBS_CARVE_ORDER) % ng;
     for (uint64_t i = 0; i < ng; i++, g = g + 1 < ng ? g + 1 : 0) {
-        carve_word_t x;
-        x.w = nb_load_u64(carve_word(b, g << NBBS_CARVE_ORDER));
-        uint64_t leaf = take_in_block(b, g << NBBS_CARVE_ORDER, x, order);
+        uint64_t leaf = take_at(b, g << NBBS_CARVE_ORDER, order);
         if (leaf != UINT64_MAX) {
             nb_hint_store(hint, leaf);
             return addr_of(b, leaf);

@@ -82,14 +82,21 @@ static void marks_clear(nbm_arena_t *ar, void *p, size_t pages)
 
 #define NBM_ARENA_FIRST_SHIFT 22 /* the first arena: 4 MiB */
 
+/* log2 of the size the next arena is made at (before a large block's
+ * need): 4 MiB for the first, doubling with each one, at most
+ * NBM_ARENA_SIZE. */
+static unsigned next_arena_shift(void)
+{
+    unsigned shift = NBM_ARENA_FIRST_SHIFT + nbm_load_u32(&narenas);
+    return shift < NBM_ARENA_SHIFT ? shift : NBM_ARENA_SHIFT;
+}
+
 /* A new arena able to hold a block of `order`, or NULL (ENOMEM). */
 static nbm_arena_t *arena_create(unsigned order)
 {
-    unsigned need = order + NBM_PAGE_SHIFT, want = NBM_ARENA_FIRST_SHIFT + nbm_load_u32(&narenas);
+    unsigned need = order + NBM_PAGE_SHIFT, want = next_arena_shift();
     if (need < NBM_UNIT_SHIFT)
         need = NBM_UNIT_SHIFT;
-    if (want > NBM_ARENA_SHIFT)
-        want = NBM_ARENA_SHIFT;
     if (want < need)
         want = need;
     for (unsigned shift = want; shift >= need; shift--) {
@@ -208,15 +215,14 @@ bool nbm__arena_reclaim(void)
  * block more or less. */
 static _Atomic uint32_t memory_short;
 
-/* Whether the next arena would not fit at its size (the size arena_create
- * wants next): NBM_LIMIT_MB less the bytes reserved (arenas and huge
- * mappings), or the address space RLIMIT_AS leaves the whole process
- * (nbm__os_as_room), is below it. Read when an arena is added or revived
+/* Whether the next arena would not fit at its size (next_arena_shift):
+ * NBM_LIMIT_MB less the bytes reserved (arenas and huge mappings), or the
+ * address space RLIMIT_AS leaves the whole process (nbm__os_as_room), is
+ * below it. Read when an arena is added or revived
  * only (a few system calls with a limit, one getrlimit without). */
 static bool wall_near(void)
 {
-    unsigned shift = NBM_ARENA_FIRST_SHIFT + nbm_load_u32(&narenas);
-    uint64_t next = (uint64_t)1 << (shift < NBM_ARENA_SHIFT ? shift : NBM_ARENA_SHIFT);
+    uint64_t next = (uint64_t)1 << next_arena_shift();
     uint64_t r = nbm_load_u64(&reserved);
     if (nbm__opt.limit && (r >= nbm__opt.limit || nbm__opt.limit - r < next))
         return true;
