@@ -41,6 +41,14 @@ static void *huge(size_t n, size_t align)
     return p;
 }
 
+void *nbm__malloc_refill(size_t n, nbm_bin_t *bin)
+{
+    void *p = nbm__small_refill(bin);
+    if (NBM_LIKELY(p != NULL))
+        return p;
+    return nbm__malloc_generic(n); /* tries once more, sets errno */
+}
+
 /* Everything the inline fast path does not handle: a size above the table
  * (large classes among them), an empty bin, a thread without a cache yet,
  * medium and huge sizes. */

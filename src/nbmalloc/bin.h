@@ -1,6 +1,6 @@
 /*
  * bin.h - a bin's page lists and current page, kept by the heap's owner
- * alone (heap.c, large.c; free's fast path reaches it through
+ * alone (heap.c; free's fast path reaches it through
  * nbm__page_refreed): the avail list (pages of the class with a free or, for a large
  * class, an uncarved object; for a small class also the pages a switch
  * left, full, which gather frees while they wait) and the list of every

@@ -1,8 +1,9 @@
 /*
  * fast.h - nbmalloc's malloc and free fast paths, inlined into nbm_malloc,
  * nbm_free and the preloaded malloc/free/operator new/delete (alloc.c,
- * free.c, override*.c) and the heap's slow path (heap.c). Everything they
- * touch is declared in internal.h.
+ * free.c, override*.c): the API's own header, which no layer below
+ * includes (tests/nbmalloc/layers.py). Everything they touch is declared in
+ * internal.h.
  */
 #ifndef NBM_FAST_H
 #define NBM_FAST_H
@@ -27,7 +28,7 @@ __attribute__((always_inline)) static inline void *nbm__malloc_fast(size_t n)
         /* The bin is empty: to its refill, a tail call with n as it came
          * and the bin (no register to keep, so the path above keeps no
          * frame); a thread without a heap goes on from there. */
-        return nbm__small_refill(n, bin);
+        return nbm__malloc_refill(n, bin);
     }
     return nbm__malloc_generic(n);
 }

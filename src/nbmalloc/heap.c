@@ -40,10 +40,10 @@
  * its small frees on the pages' remote lists.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 
 #include "bin.h"
-#include "fast.h"
 
 #define NBM_TCACHE_MAX   ((uint32_t)1 << 16) /* threads alive at once */
 #define NBM_TCACHE_SHIFT 4                   /* 16 records (about 93 KiB) a chunk */
@@ -58,14 +58,14 @@ static nbm_pool_t tcache_pool = { .chunks = tcache_chunks, .stride = sizeof(nbm_
                                   .shift = NBM_TCACHE_SHIFT, .max = NBM_TCACHE_MAX, .fresh = 1 };
 static nbm_stack_t abandoned;
 static pthread_key_t tcache_key;
-static bool have_key;
+static _Atomic uint32_t key_state; /* 0 none, 1 being made, 2 made, 3 refused */
 
 static void tcache_exit(void *v);
 static bool collect_heap(nbm_tcache_t *tc, bool spares);
 static void abandoned_decay(nbm_tcache_t *tc);
 
 /* A bin's list: 8 KiB of its class, 16 to 256 objects; a large class 0
- * (its frees go to their pages at once: large.c). The list holds other
+ * (its frees go to their pages at once: nbm__large_alloc). The list holds other
  * heaps' objects as well as this heap's, and each keeps its page in use:
  * at 32 KiB, the threads of a ring of cross-thread frees held 32 KiB of
  * every class they used each, which their owners' pages could neither
@@ -125,12 +125,30 @@ static void bin_reset(nbm_bin_t *bin)
     bin->quiet = 0;
 }
 
-/* Without the key (pthread_key_create failed) no thread gets a heap: every
- * thread runs the no-heap paths, slower but correct. */
-void nbm__tcache_init_process(void)
+/* The key whose destructor runs a thread's exit (tcache_exit), made once
+ * per process: at start-up (heap_start), or by the first thread to want a
+ * heap if a malloc comes before that. pthread_key_create does not call
+ * malloc for the first keys, which is why it is made so early. A second
+ * thread arriving while it is made waits (once per process, before any
+ * heap exists). Without the key (pthread_key_create failed) no thread gets
+ * a heap: every thread runs the no-heap paths, slower but correct. */
+static bool heap_key(void)
 {
-    have_key = pthread_key_create(&tcache_key, tcache_exit) == 0;
+    uint32_t s = nbm_load_u32(&key_state);
+    if (NBM_LIKELY(s >= 2))
+        return s == 2;
+    uint32_t none = 0;
+    if (nbm_cas_u32(&key_state, &none, 1)) {
+        s = pthread_key_create(&tcache_key, tcache_exit) == 0 ? 2 : 3;
+        nbm_store_u32(&key_state, s);
+        return s == 2;
+    }
+    while ((s = nbm_load_u32(&key_state)) < 2)
+        sched_yield();
+    return s == 2;
 }
+
+__attribute__((constructor)) static void heap_start(void) { (void)heap_key(); }
 
 uint64_t nbm__stat_sum(size_t off)
 {
@@ -153,7 +171,7 @@ nbm_tcache_t *nbm__tcache_get(void)
         return NULL; /* being set up (re-entered) or already torn down */
     tstate = NBM_T_INIT;
     nbm__init();
-    if (!have_key) {
+    if (!heap_key()) {
         tstate = NBM_T_DEAD;
         return NULL;
     }
@@ -688,28 +706,29 @@ static inline void refilled(nbm_bin_t *bin)
     bin->room = (int32_t)bin->lim;
 }
 
-/* The rest of a refill for nbm__small_refill, then the pop. */
-static NBM_NOINLINE void *refill_pop(size_t n, nbm_bin_t *bin)
+/* The rest of a refill for nbm__small_refill, then the pop; NULL when no
+ * page could be had. */
+static NBM_NOINLINE void *refill_pop(nbm_bin_t *bin)
 {
     nbm_tcache_t *tc = nbm__tc;
     if (NBM_UNLIKELY(!refill(tc, (unsigned)(bin - tc->bins))))
-        return nbm__malloc_generic(n); /* tries once more, sets errno */
+        return NULL;
     return nbm__bin_pop(bin);
 }
 
 /* The bin malloc's fast path found empty (its class is the bin's place in
- * the heap: nothing recomputed). Calls nothing but by tail calls, so it
- * saves no register. */
-void *nbm__small_refill(size_t n, nbm_bin_t *bin)
+ * the heap: nothing recomputed), through nbm__malloc_refill. Calls nothing
+ * but by tail calls, so it saves no register. */
+void *nbm__small_refill(nbm_bin_t *bin)
 {
     /* nbm__bins_none's: no heap (yet, or any more). Told by the bin's
      * address, not by nbm__tc, so that no order of the two pointers' stores
      * (heap.c) lets a malloc between them write there. */
     if (NBM_UNLIKELY((uintptr_t)bin - (uintptr_t)nbm__bins_none < sizeof nbm__bins_none))
-        return nbm__malloc_generic(n);
+        return NULL;
     refilled(bin);
     if (!switch_page(bin))
-        return refill_pop(n, bin);
+        return refill_pop(bin);
     return nbm__bin_pop(bin);
 }
 
@@ -862,6 +881,51 @@ bool nbm__recover(void)
         nbm__tc->arena_hint = 0; /* the lowest arenas first: the higher may retire */
     nbm__spares_trim(); /* other live heaps give their spares back at their next page */
     any |= nbm__heaps_collect(true);
+    nbm__decay_sweep(true); /* counted above (medium_cached): the blocks may merge */
     any |= nbm__arena_reclaim();
     return any;
 }
+
+/* A large class (above NBM_SMALL_MAX: a few objects a page) has no current
+ * page: every free by the owner lands on its page's own list, counted (the
+ * third case of nbm__free_fast), so a page whose objects all came back
+ * leaves the class at once and its block serves any class of its order. Its
+ * avail list holds the pages with a free or an uncarved object: the first
+ * gives one (its list first, else one carved), else a sweep or a new page. */
+NBM_NOINLINE void *nbm__large_alloc(nbm_tcache_t *tc, unsigned cls)
+{
+    nbm_bin_t *bin = &tc->bins[cls];
+    nbm_binx_t *x = binx_of(tc, bin);
+    const nbm_class_t *c = &nbm__classes[cls];
+    bool recovered = false;
+    if (!bin->avail && x->npages && x->fresh * 4 >= x->npages)
+        nbm__sweep_bin(tc, bin);
+    while (!bin->avail) {
+        nbm_page_t *pg = nbm__heap_page_new(tc, bin, cls);
+        if (!pg) {
+            if (recovered || !nbm__recover())
+                return NULL;
+            recovered = true;
+            continue; /* the recovery swept this heap: avail may hold pages */
+        }
+        avail_push(bin, pg);
+    }
+    nbm_page_t *pg = bin->avail;
+    unsigned k = nbm__page_order(cls) - NBM_SPARE_ORDER0;
+    if (k < NBM_KEPT_ORDERS && tc->kept[k] == pg) { /* in use again */
+        tc->kept[k] = NULL;
+        tc->kept_used |= 1u << k;
+    }
+    void **o = pg->free;
+    if (o) {
+        pg->free = o[0];
+        pg->uw++; /* one more in use (below NBM_PAGE_OFF) */
+    } else {
+        nbm__page_carve(pg, (void **)&o, 1); /* avail: there is room */
+    }
+    if (!pg->free && (nbm__page_carved(pg) + 1) * c->size > c->chunk)
+        avail_unlink(bin, pg); /* nothing left: full */
+    o[1] = NULL;
+    return o;
+}
+

@@ -225,7 +225,7 @@ static inline void nbm__page_set_used(nbm_page_t *pg, uint32_t n)
  * from 8 KiB of the class, 16 to 256 objects, it grows up to 64 KiB
  * while this heap's own frees overflow the list between refills, heap.c;
  * 0 in a large class, whose frees so go to their pages at once,
- * large.c). With no room, a free goes to its page if the page is this
+ * nbm__large_alloc). With no room, a free goes to its page if the page is this
  * heap's (counted, with the page's edges: it joins the avail list, or it
  * empties and leaves the class), as the free of a non-current page did
  * before; another heap's object goes onto the list, which is trimmed
@@ -611,7 +611,7 @@ NBM_HIDDEN void  nbm__block_free_any(nbm_arena_t *ar, void *p, size_t pages);
  * when nothing below end is left. */
 NBM_HIDDEN void *nbm__block_take_next(nbm_arena_t *ar, char **q, char *end, unsigned *order);
 /* Tests only: called, when set, between a split's free and its takes
- * (medium.c). */
+ * (medium.c) and at a refused take (arena.c, which defines it). */
 NBM_HIDDEN extern void (*nbm__split_window)(void);
 /* Resident free memory moves where it is needed (one budget for all
  * sizes): a medium block of NBM_MOVE_ORDER and up whose request reaches past
@@ -659,8 +659,8 @@ NBM_HIDDEN void nbm__medium_tick(uint64_t now); /* the cache's sweep, if one is 
 NBM_HIDDEN void *nbm__medium_page_take(unsigned order);
 NBM_HIDDEN void  nbm__medium_page_new(void *p, unsigned order);
 NBM_HIDDEN void  nbm__medium_page_give(void *p, unsigned order);
-/* After an allocation failed: the medium cache to the back-end, empty arenas
- * to the OS. True if anything was returned. */
+/* After an allocation failed, and the medium cache went to the back-end
+ * (nbm__recover): empty arenas to the OS. True if any was returned. */
 NBM_HIDDEN bool nbm__arena_reclaim(void);
 
 /* --- huge mappings (huge.c) --------------------------------------------------- */
@@ -710,11 +710,12 @@ NBM_HIDDEN void  nbm__page_release_moved(void *block);
 /* --- heaps (heap.c, desc.c) ------------------------------------------------------ */
 NBM_HIDDEN void *nbm__small_alloc_generic(unsigned cls);
 NBM_HIDDEN void  nbm__small_free_generic(void *p, nbm_page_t *pg);
-/* malloc(n) of a small size on a live heap whose bin for n is empty, its
- * heartbeat counted (malloc's fast path): the bin refilled and popped
- * without the generic path's second look at the heap, the class and the
- * heartbeat; the generic path when no page can be had (ENOMEM). */
-NBM_HIDDEN void *nbm__small_refill(size_t n, nbm_bin_t *bin);
+/* malloc of a small size whose bin is empty, its heartbeat counted
+ * (nbm__malloc_refill): the bin refilled and popped without the generic
+ * path's second look at the heap, the class and the heartbeat. NULL when
+ * the bin is nbm__bins_none's (no heap) or no page can be had: the caller
+ * takes the generic path. */
+NBM_HIDDEN void *nbm__small_refill(nbm_bin_t *bin);
 /* free of a small object (checked and tagged) of another heap's page
  * whose bin's list has no room (heap.c): onto the list, which is trimmed.
  * Other heaps' objects go to their pages' remote lists through
@@ -732,7 +733,6 @@ NBM_HIDDEN void  nbm__free_unaligned(void *p);
 NBM_HIDDEN void  nbm__page_refreed(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg);
 NBM_HIDDEN void  nbm__tcache_flush(nbm_tcache_t *tc, bool spares); /* spares: give them back too */
 NBM_HIDDEN nbm_tcache_t *nbm__tcache_get(void);       /* NULL while none can be used */
-NBM_HIDDEN void  nbm__tcache_init_process(void);
 NBM_HIDDEN uint32_t nbm__desc_get(nbm_tcache_t *tc);  /* tc may be NULL */
 NBM_HIDDEN void  nbm__desc_put(nbm_tcache_t *tc, uint32_t d);
 NBM_HIDDEN void  nbm__desc_flush(nbm_tcache_t *tc);
@@ -765,7 +765,8 @@ NBM_HIDDEN size_t nbm__spares_fill(nbm_tcache_t *tc, char *block, size_t off, si
  * true when an interval ended (the heap's kept pages decay then too). */
 NBM_HIDDEN bool  nbm__spares_decay(nbm_tcache_t *tc);
 NBM_HIDDEN void  nbm__spares_trim(void); /* every heap gives its spares back at its next decay */
-/* The heap layer's shared steps (heap.c) for large classes (large.c). */
+/* The heap's allocation in a large class, and the steps it shares with the
+ * small classes' refill (heap.c). */
 NBM_HIDDEN void *nbm__large_alloc(nbm_tcache_t *tc, unsigned cls);
 NBM_HIDDEN void  nbm__heap_decay(nbm_tcache_t *tc); /* spares, then kept pages at an interval's end */
 NBM_HIDDEN uint32_t nbm__sweep_bin(nbm_tcache_t *tc, nbm_bin_t *bin); /* remote frees taken, empty pages out */
@@ -773,6 +774,9 @@ NBM_HIDDEN nbm_page_t *nbm__heap_page_new(nbm_tcache_t *tc, nbm_bin_t *bin, unsi
 
 /* --- the generic entry points (alloc.c, free.c) --------------------------------- */
 NBM_HIDDEN void  *nbm__malloc_generic(size_t n);
+/* malloc(n)'s fast path found its bin empty: the heap's refill
+ * (nbm__small_refill), else the generic path (no heap yet, or ENOMEM). */
+NBM_HIDDEN void  *nbm__malloc_refill(size_t n, nbm_bin_t *bin);
 NBM_HIDDEN void  *nbm__aligned_generic(size_t align, size_t n);
 NBM_HIDDEN void   nbm__free_generic(void *p);
 NBM_HIDDEN size_t nbm__usable(const void *p, const char *who, const char *freed);

@@ -193,15 +193,6 @@ static void part_keep(nbm_arena_t *ar, char *p, char *x, unsigned c, uint32_t ha
         release(ar, x, c);
 }
 
-/* Tests only (tests/nbmalloc/test_split_race.c): called, when set, by a
- * split between its free and its takes (and by a refused take, arena.c),
- * so that other threads allocate in that window (about a microsecond: a
- * 60 s stress run saw a few races a second without it, and only under
- * load; thousands with it). Hidden (no program or preload reaches it);
- * set before any thread starts and never changed after; one load on the
- * split's path and on a refused take only. */
-void (*nbm__split_window)(void);
-
 /* Takes back what is free of [s, e) of a split block, each piece kept as a
  * block of its order's class. */
 static void keep_range(nbm_arena_t *ar, char *p, char *s, char *e, uint32_t had, uint32_t mtop)
@@ -420,13 +411,22 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
         if (!p) {
             uint32_t any = 0, *hint = tc ? &tc->arena_hint : &any;
             bool dirty;
-            if (class_whole(cls)) {
-                p = nbm__block_alloc(class_order(cls), hint, &dirty);
-            } else {
-                bool whole;
-                p = nbm__block_alloc_pieces(class_pages(cls), align <= NBM_PAGE, hint, &whole, &dirty);
-                if (whole) /* pieces lost to other threads every try: the power of two */
-                    cls = class_of_order(class_order(cls) + 1);
+            for (bool swept = false;;) {
+                if (class_whole(cls)) {
+                    p = nbm__block_alloc(class_order(cls), hint, &dirty);
+                } else {
+                    bool whole;
+                    p = nbm__block_alloc_pieces(class_pages(cls), align <= NBM_PAGE, hint, &whole, &dirty);
+                    if (p && whole) /* pieces lost to other threads every try: the power of two */
+                        cls = class_of_order(class_order(cls) + 1);
+                }
+                /* No block and no arena could be added: the cached free
+                 * blocks go back first, they may merge into what we need
+                 * (the back-end's search could not ask this layer). */
+                if (p || swept || NBM_STAT(medium_cached) == 0)
+                    break;
+                swept = true;
+                nbm__decay_sweep(true);
             }
             if (!p)
                 return NULL;

@@ -160,7 +160,7 @@ uint32_t nbm__page_carve(nbm_page_t *pg, void **head, uint32_t max)
     /* The first carve reaches the colour while that stays in the page's
      * first 4 KiB, which the first object touches anyway (a 16-byte class
      * carves 64 objects at first: 1 KiB); a class of more than 2 KiB
-     * (large.c carves one at a time) never passes that bound. */
+     * (nbm__large_alloc carves one at a time) never passes that bound. */
     uint32_t s = carved == 0 ? page_colour(c, base) : 0;
     if (s >= n && (size_t)(s + 1) * c->size <= NBM_PAGE && s < cap)
         n = s + 1;

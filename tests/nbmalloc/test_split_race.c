@@ -31,7 +31,7 @@
  * A split's window (its free to its takes) lasts about a microsecond: runs
  * of a few seconds at load 2 saw no race in it, runs of 60 s at load 6-8 a
  * few retakes a second and a lost request or two a minute. With --window P the test sets the
- * library's test hook (nbm__split_window, medium.c) so that the splitting
+ * library's test hook (nbm__split_window, arena.c) so that the splitting
  * thread yields its CPU there on P % of splits, and the other threads'
  * allocations land in the freed range (release, 2 + 2 threads, at load 8 to
  * 2: 25-90 lost requests, 50-190 dirty takes, 2,000-9,000 retakes a

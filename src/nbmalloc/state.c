@@ -1,5 +1,8 @@
 /*
- * init.c - process start-up and the options, read once from the environment.
+ * state.c - the process-wide state every layer reads (the options, read once
+ * from the environment; the global counters; the tag secret) and its
+ * start-up. The bottom of nbmalloc's layers but for the system calls
+ * (docs/architecture.md): it calls only the size classes' set-up and os.c.
  *
  * Options (docs/nbmalloc.md):
  *   NBM_SHOW_STATS=1         print statistics to stderr at exit
@@ -17,10 +20,11 @@
  *                            moves): lowered by the tests to reach the cap
  *
  * Start-up must not allocate: under LD_PRELOAD the first malloc may come from
- * the dynamic loader or libc's own initialisation. getenv, getauxval, mmap and
- * pthread_key_create (for the first keys) do not call malloc. Start-up is a
- * one-time state machine; a second thread arriving mid-way waits for it (the
- * only wait in nbmalloc, once per process, before any allocation exists).
+ * the dynamic loader or libc's own initialisation. getenv, getauxval and
+ * mmap do not call malloc. Start-up is a one-time state machine; a second
+ * thread arriving mid-way waits for it (one of two waits in nbmalloc, each
+ * once per process, before any allocation exists: the other is the heap's
+ * thread key, heap.c).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -89,7 +93,6 @@ void nbm__init(void)
         nbm__options_read();
         nbm__classes_init();
         nbm__secret = make_secret();
-        nbm__tcache_init_process();
         nbm_store_u32(&nbm__ready, 2);
         if (nbm__opt.verbose) {
             nbm__write_str(2, "nbmalloc: purge_delay_ms=");
