@@ -15,9 +15,11 @@ static void *medium(size_t n, size_t align, bool *fresh)
 {
     nbm_tcache_t *tc = nbm__tcache_get();
     nbm_hole_t hole;
-    char *p = nbm__medium_alloc(n, align, fresh, tc, &hole);
-    if (NBM_UNLIKELY(!p) && nbm__recover())
-        p = nbm__medium_alloc(n, align, fresh, tc = nbm__tcache_get(), &hole);
+    char *p = nbm__medium_alloc(n, align, fresh, tc ? &tc->thr : NULL, &hole);
+    if (NBM_UNLIKELY(!p) && nbm__recover()) {
+        tc = nbm__tcache_get();
+        p = nbm__medium_alloc(n, align, fresh, tc ? &tc->thr : NULL, &hole);
+    }
     if (p && hole.len) {
         /* Resident free memory first, before the request faults in new:
          * the heap's empty pages (with those its grown lists held), then

@@ -110,48 +110,48 @@ uint32_t nbm__stack_pop_all(nbm_stack_t *s)
 }
 
 /* A free descriptor, or 0 when none can be mapped. */
-uint32_t nbm__desc_get(nbm_tcache_t *tc)
+uint32_t nbm__desc_get(nbm_thread_t *thr)
 {
-    if (tc && tc->ndesc)
-        return tc->desc[--tc->ndesc];
+    if (thr && thr->ndesc)
+        return thr->desc[--thr->ndesc];
     uint32_t d = nbm__stack_pop(&desc_free, &nbm__desc_pool);
     if (d)
         return d;
-    if (!tc)
+    if (!thr)
         return nbm__pool_fresh(&nbm__desc_pool, 1);
     uint32_t first = nbm__pool_fresh(&nbm__desc_pool, NBM_DESC_GRAB);
     if (!first)
         return nbm__pool_fresh(&nbm__desc_pool, 1); /* 0 when memory is out */
     for (uint32_t k = 1; k < NBM_DESC_GRAB; k++)
-        tc->desc[tc->ndesc++] = first + k;
+        thr->desc[thr->ndesc++] = first + k;
     return first;
 }
 
-static void desc_release(nbm_tcache_t *tc, uint32_t keep)
+static void desc_release(nbm_thread_t *thr, uint32_t keep)
 {
-    if (tc->ndesc <= keep)
+    if (thr->ndesc <= keep)
         return;
-    uint32_t first = tc->desc[keep], last = first;
-    for (uint32_t k = keep + 1; k < tc->ndesc; k++) {
-        nbm_store_u32_relaxed(&nbm__desc(last)->next, tc->desc[k]);
-        last = tc->desc[k];
+    uint32_t first = thr->desc[keep], last = first;
+    for (uint32_t k = keep + 1; k < thr->ndesc; k++) {
+        nbm_store_u32_relaxed(&nbm__desc(last)->next, thr->desc[k]);
+        last = thr->desc[k];
     }
-    tc->ndesc = keep;
+    thr->ndesc = keep;
     nbm__stack_push(&desc_free, &nbm__desc_pool, first, last);
 }
 
-void nbm__desc_put(nbm_tcache_t *tc, uint32_t d)
+void nbm__desc_put(nbm_thread_t *thr, uint32_t d)
 {
-    if (!tc) {
+    if (!thr) {
         nbm__stack_push(&desc_free, &nbm__desc_pool, d, d);
         return;
     }
-    if (tc->ndesc == NBM_DESC_STASH)
-        desc_release(tc, NBM_DESC_STASH / 2);
-    tc->desc[tc->ndesc++] = d;
+    if (thr->ndesc == NBM_DESC_STASH)
+        desc_release(thr, NBM_DESC_STASH / 2);
+    thr->desc[thr->ndesc++] = d;
 }
 
-void nbm__desc_flush(nbm_tcache_t *tc)
+void nbm__desc_flush(nbm_thread_t *thr)
 {
-    desc_release(tc, 0);
+    desc_release(thr, 0);
 }

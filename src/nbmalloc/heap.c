@@ -150,19 +150,6 @@ static bool heap_key(void)
 
 __attribute__((constructor)) static void heap_start(void) { (void)heap_key(); }
 
-uint64_t nbm__stat_sum(size_t off)
-{
-    uint64_t v = nbm_load_u64_relaxed((_Atomic uint64_t *)((char *)&nbm__gstats + off));
-    /* Every record handed out so far (a record's chunk is mapped before
-     * its index is; records are never unmapped). */
-    uint32_t n = nbm_load_u32(&tcache_pool.fresh);
-    for (uint32_t i = 1; i < n; i++) {
-        nbm_tcache_t *tc = (nbm_tcache_t *)nbm__pool_rec(&tcache_pool, i);
-        v += nbm_load_u64_relaxed((_Atomic uint64_t *)((char *)&tc->st + off));
-    }
-    return v;
-}
-
 nbm_tcache_t *nbm__tcache_get(void)
 {
     if (nbm__tc)
@@ -176,8 +163,9 @@ nbm_tcache_t *nbm__tcache_get(void)
         return NULL;
     }
     uint32_t i = nbm__stack_pop(&abandoned, &tcache_pool); /* adopt */
+    bool fresh = false;
     if (!i)
-        i = nbm__pool_fresh(&tcache_pool, 1);
+        i = nbm__pool_fresh(&tcache_pool, 1), fresh = true;
     if (!i) {
         /* Out of memory or more live threads than records: run without a
          * heap for now and try again on a later call. */
@@ -185,6 +173,8 @@ nbm_tcache_t *nbm__tcache_get(void)
         return NULL;
     }
     nbm_tcache_t *tc = (nbm_tcache_t *)nbm__pool_rec(&tcache_pool, i);
+    if (fresh) /* its counters are summed from now on (an adopted record's already are) */
+        nbm__thread_register(&tc->thr);
     for (unsigned c = 0; c < NBM_NCLASSES; c++) { /* free's copies of the class (a fresh record is zeros) */
         nbm_bin_t *bin = &tc->bins[c];
         bin->mask = nbm__classes[c].chunk_mask;
@@ -202,9 +192,10 @@ nbm_tcache_t *nbm__tcache_get(void)
      * like any remote frees. */
     tc->exited = 0;
     tc->index = i;
-    tc->arena_hint = i;
+    tc->thr.arena_hint = i;
     tc->tick = NBM_HEARTBEAT;
     pthread_setspecific(tcache_key, tc);
+    nbm__thr = &tc->thr;
     nbm__tc = tc;
     nbm__mheap = (char *)tc;
     tstate = NBM_T_LIVE;
@@ -589,7 +580,7 @@ nbm_page_t *nbm__heap_page_new(nbm_tcache_t *tc, nbm_bin_t *bin, unsigned cls)
      * the memory, and the list with it, while the unit words stayed. */
     nbm_page_t *pg = b && order < NBM_SHARED_ORDER ? nbm__page_revive(b, cls, (uintptr_t)tc) : NULL;
     if (!pg)
-        pg = nbm__page_new(cls, (uintptr_t)tc, &tc->arena_hint, b);
+        pg = nbm__page_new(cls, (uintptr_t)tc, &tc->thr.arena_hint, b);
     if (!pg)
         return NULL;
     if (!b)
@@ -776,7 +767,7 @@ static bool release_medium(nbm_tcache_t *tc)
 {
     bool any = false;
     if (tc)
-        nbm__medium_slots_release(tc, &any);
+        nbm__medium_slots_release(&tc->thr, &any);
     return any;
 }
 
@@ -786,9 +777,9 @@ static void flush_caches(nbm_tcache_t *tc)
 {
     bins_send(tc);
     release_medium(tc);
-    nbm__desc_flush(tc);
-    NBM_STAT_ADD(medium_live, (uint64_t)tc->medium_delta);
-    tc->medium_delta = 0;
+    nbm__desc_flush(&tc->thr);
+    NBM_STAT_ADD(medium_live, (uint64_t)tc->thr.medium_delta);
+    tc->thr.medium_delta = 0;
     NBM_STAT_ADD(refills, tc->refills);
     NBM_STAT_ADD(drains, tc->drains);
     tc->refills = tc->drains = 0;
@@ -812,6 +803,7 @@ static void tcache_exit(void *v)
 {
     nbm_tcache_t *tc = v;
     nbm__tc = NULL;
+    nbm__thr = NULL;
     nbm__mheap = (char *)nbm__bins_none;
     tstate = NBM_T_DEAD;
     flush_caches(tc);
@@ -878,7 +870,7 @@ bool nbm__recover(void)
 {
     bool any = NBM_STAT(medium_cached) != 0;
     if (nbm__tc)
-        nbm__tc->arena_hint = 0; /* the lowest arenas first: the higher may retire */
+        nbm__tc->thr.arena_hint = 0; /* the lowest arenas first: the higher may retire */
     nbm__spares_trim(); /* other live heaps give their spares back at their next page */
     any |= nbm__heaps_collect(true);
     nbm__decay_sweep(true); /* counted above (medium_cached): the blocks may merge */

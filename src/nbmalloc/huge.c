@@ -33,14 +33,14 @@ void *nbm__huge_alloc(size_t size, size_t align)
     uint32_t d = 0;
     char *base = NULL;
     /* On failure the caller may recover (nbm__recover) and retry. */
-    d = nbm__desc_get(nbm__tc);
+    d = nbm__desc_get(nbm__thr);
     if (d && nbm__budget_take(total)) {
         if ((base = nbm__os_reserve_aligned(total, slot_align)) == NULL)
             nbm__budget_give(total);
     }
     if (!base) {
         if (d)
-            nbm__desc_put(nbm__tc, d);
+            nbm__desc_put(nbm__thr, d);
         errno = ENOMEM;
         return NULL;
     }
@@ -52,7 +52,7 @@ void *nbm__huge_alloc(size_t size, size_t align)
         /* Above the owner map's 47-bit reach: not ours to serve. */
         nbm__os_unmap(base, total);
         nbm__budget_give(total);
-        nbm__desc_put(nbm__tc, d);
+        nbm__desc_put(nbm__thr, d);
         errno = ENOMEM;
         return NULL;
     }
@@ -83,7 +83,7 @@ void nbm__huge_free(uintptr_t owner, void *p, const char *who)
     uint32_t d = h->count;
     nbm__os_unmap(p, total);
     nbm__budget_give(total);
-    nbm__desc_put(nbm__tc, d);
+    nbm__desc_put(nbm__thr, d);
 }
 
 size_t nbm__huge_size(uintptr_t owner, const void *p, const char *who, const char *freed)

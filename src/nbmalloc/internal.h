@@ -316,14 +316,32 @@ typedef struct nbm_gstats {
     _Atomic uint64_t splits, split_retakes, split_skips, split_lost, dirty_takes;
 } nbm_gstats_t;
 
+/* A thread's record for the layers below the heap (state.c's): the
+ * statistics it counted (nbm__stat), its stash of descriptors (desc.c), the
+ * arena it tries first (arena.c) and its freed medium blocks kept for reuse
+ * (medium.c). It lives in the thread's heap record (nbm_tcache_t.thr) and
+ * is reused with it; the heap registers each record once
+ * (nbm__thread_register), so that a counter's sum (nbm__stat_sum) reaches
+ * it. nbm__thr names the calling thread's, NULL while it has no heap. The
+ * layers below the heap see this record only, never the heap's. */
+typedef struct nbm_thread {
+    _Atomic uintptr_t next;     /* the registry: every record registered so far */
+    uint32_t arena_hint;        /* arena tried first */
+    uint32_t ndesc;             /* free descriptors held in desc[] */
+    uint32_t desc[NBM_DESC_STASH];
+    void    *mcache[NBM_MCACHE_ORDERS]; /* a freed medium block per order, reused first */
+    uint8_t  mcache_cls[NBM_MCACHE_ORDERS]; /* its medium class */
+    int64_t  medium_delta;      /* medium blocks allocated minus freed by this thread */
+    nbm_gstats_t st;            /* the statistics this record's threads counted (nbm__stat) */
+} nbm_thread_t;
+
 /* The heap record of a thread (historically "tcache"). Records are reused:
  * at thread exit the record, with the pages it owns, goes to a stack of
  * abandoned heaps, and the next thread adopts it whole. */
 typedef struct nbm_tcache {
     _Atomic uint32_t next;      /* abandoned-heap stack link */
     uint32_t index;
-    uint32_t arena_hint;        /* arena tried first */
-    uint32_t ndesc;             /* free descriptors held in desc[] */
+    uint32_t front_pad[2];      /* keeps none_* where bins[-1]'s class copies are (asserted below) */
     /* Where bins[-1] would hold its class copies: zeros, never written. free
      * reads them for a unit word of class 0 (a medium block's, whose
      * word is 0) with no test of the byte: mask and inverse 0 fail its
@@ -333,9 +351,6 @@ typedef struct nbm_tcache {
     uint32_t none_mask, none_inv, none_shift;
     _Alignas(NBM_CACHE_LINE) nbm_bin_t bins[NBM_NCLASSES]; /* records are line-aligned: a bin is one line */
     nbm_binx_t binx[NBM_NCLASSES];
-    uint32_t desc[NBM_DESC_STASH];
-    void    *mcache[NBM_MCACHE_ORDERS]; /* a freed medium block per order, reused first */
-    uint8_t  mcache_cls[NBM_MCACHE_ORDERS]; /* its medium class */
     nbm_page_t *spare[NBM_SPARE_ORDERS]; /* empty pages per page order, reused first (linked by next) */
     uint32_t nspare[NBM_SPARE_ORDERS];
     uint32_t spare_low[NBM_SPARE_ORDERS]; /* fewest spares since spare_since: not needed, released next */
@@ -347,8 +362,7 @@ typedef struct nbm_tcache {
     uint32_t trim_seen;                   /* last recovery epoch seen */
     uint32_t tick;                        /* fast-path mallocs until the heartbeat */
     uint64_t refills, drains;   /* pages taken / given back; joined into the globals at exit */
-    int64_t  medium_delta;      /* medium blocks allocated minus freed by this thread */
-    nbm_gstats_t st;            /* the statistics this record's threads counted (nbm__stat) */
+    nbm_thread_t thr;           /* the record of the layers below (nbm__thr while this heap is a thread's) */
 } nbm_tcache_t;
 
 /* An abandoned heap that exited at `exited` (its exit time | 1; 0 when not
@@ -376,6 +390,8 @@ enum { NBM_T_NEW = 0, NBM_T_INIT = 1, NBM_T_LIVE = 2, NBM_T_DEAD = 3 };
 
 #define NBM_TLS __attribute__((tls_model("initial-exec")))
 NBM_HIDDEN extern _Thread_local nbm_tcache_t *nbm__tc NBM_TLS;
+/* &nbm__tc->thr, or NULL with it (state.c; set by the heap, heap.c). */
+NBM_HIDDEN extern _Thread_local nbm_thread_t *nbm__thr NBM_TLS;
 /* malloc's fast path's view of the heap: nbm__tc as a byte pointer, or,
  * while the thread has no heap (nbm__tc NULL), nbm__bins_none, whose lists
  * are all empty (zeros, never written): malloc finds its bin empty and goes
@@ -500,16 +516,19 @@ NBM_HIDDEN void nbm__classes_init(void);
 NBM_HIDDEN extern nbm_gstats_t nbm__gstats;
 static inline void nbm__stat(size_t off, uint64_t v)
 {
-    nbm_tcache_t *tc = nbm__tc;
-    if (NBM_LIKELY(tc != NULL)) {
-        _Atomic uint64_t *p = (_Atomic uint64_t *)((char *)&tc->st + off);
+    nbm_thread_t *t = nbm__thr;
+    if (NBM_LIKELY(t != NULL)) {
+        _Atomic uint64_t *p = (_Atomic uint64_t *)((char *)&t->st + off);
         nbm_store_u64_relaxed(p, nbm_load_u64_relaxed(p) + v);
     } else {
         nbm_stat_add((_Atomic uint64_t *)((char *)&nbm__gstats + off), v);
     }
 }
-/* A counter's value (the field at byte offset off): heap.c. */
+/* A counter's value (the field at byte offset off): state.c. */
 NBM_HIDDEN uint64_t nbm__stat_sum(size_t off);
+/* A new thread record joins the registry that nbm__stat_sum reads (once per
+ * record, before any thread counts in it; records are never unmapped). */
+NBM_HIDDEN void nbm__thread_register(nbm_thread_t *t);
 #define NBM_STAT_ADD(f, v) nbm__stat(offsetof(nbm_gstats_t, f), (uint64_t)(v))
 #define NBM_STAT_SUB(f, v) nbm__stat(offsetof(nbm_gstats_t, f), -(uint64_t)(v))
 #define NBM_STAT(f)        nbm__stat_sum(offsetof(nbm_gstats_t, f))
@@ -630,7 +649,7 @@ typedef struct nbm_hole {
 } nbm_hole_t;
 /* A medium block for size bytes aligned to align; fresh: known zero; hole
  * (NULL: not wanted): the part of the request to fill. */
-NBM_HIDDEN void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc, nbm_hole_t *hole);
+NBM_HIDDEN void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_thread_t *t, nbm_hole_t *hole);
 /* Moves resident pages of cached medium blocks into [block + off, + len)
  * (page-aligned, of the caller's block and not resident); returns the bytes
  * filled from there on. */
@@ -651,7 +670,7 @@ NBM_HIDDEN nbm_arena_t *nbm__arena_at(uint32_t i);
 NBM_HIDDEN uint32_t nbm__arena_count(void);
 NBM_HIDDEN void nbm__decay_sweep(bool all);
 NBM_HIDDEN void nbm__medium_release(void *p, unsigned order); /* a block of an order to the decay cache */
-NBM_HIDDEN void nbm__medium_slots_release(nbm_tcache_t *tc, bool *any); /* the thread's medium slots to the decay cache */
+NBM_HIDDEN void nbm__medium_slots_release(nbm_thread_t *t, bool *any); /* the thread's medium slots to the decay cache */
 NBM_HIDDEN void nbm__medium_tick(uint64_t now); /* the cache's sweep, if one is due */
 /* Page blocks of NBM_SHARED_ORDER and up (spare.c) under the medium cache's
  * policy: a cached one taken for a page, one new from the back-end, an
@@ -733,9 +752,9 @@ NBM_HIDDEN void  nbm__free_unaligned(void *p);
 NBM_HIDDEN void  nbm__page_refreed(nbm_tcache_t *tc, nbm_bin_t *bin, nbm_page_t *pg);
 NBM_HIDDEN void  nbm__tcache_flush(nbm_tcache_t *tc, bool spares); /* spares: give them back too */
 NBM_HIDDEN nbm_tcache_t *nbm__tcache_get(void);       /* NULL while none can be used */
-NBM_HIDDEN uint32_t nbm__desc_get(nbm_tcache_t *tc);  /* tc may be NULL */
-NBM_HIDDEN void  nbm__desc_put(nbm_tcache_t *tc, uint32_t d);
-NBM_HIDDEN void  nbm__desc_flush(nbm_tcache_t *tc);
+NBM_HIDDEN uint32_t nbm__desc_get(nbm_thread_t *t);  /* t may be NULL */
+NBM_HIDDEN void  nbm__desc_put(nbm_thread_t *t, uint32_t d);
+NBM_HIDDEN void  nbm__desc_flush(nbm_thread_t *t);
 /* The calling thread's heap and the abandoned heaps: remote frees taken,
  * empty pages given back; with medium, the thread's cached medium blocks
  * too. True if anything was given back. */

@@ -366,15 +366,15 @@ static bool split(char *p, unsigned up, unsigned cls, size_t align, void **out)
 
 /* Fast case (no atomic RMW): the thread's own last freed block of this
  * order. Then the shared decay cache (one CAS), then the back-end. */
-void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc, nbm_hole_t *hole)
+void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_thread_t *thr, nbm_hole_t *hole)
 {
     unsigned cls = class_for(size > align ? size : align), slot = class_order(cls);
     void *p;
-    if (tc && cls < NBM_MCACHE_CLASSES && tc->mcache[slot] && tc->mcache_cls[slot] >= cls &&
-        fits_align(tc->mcache[slot], align)) {
-        p = tc->mcache[slot];
-        tc->mcache[slot] = NULL;
-        cls = tc->mcache_cls[slot];
+    if (thr && cls < NBM_MCACHE_CLASSES && thr->mcache[slot] && thr->mcache_cls[slot] >= cls &&
+        fits_align(thr->mcache[slot], align)) {
+        p = thr->mcache[slot];
+        thr->mcache[slot] = NULL;
+        cls = thr->mcache_cls[slot];
         *fresh = false;
         /* The policy's clock is read every 16th hit only (a clock read cost
          * about a quarter of this path); a program living on its own slots
@@ -403,13 +403,13 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
                 nbm__page_forget(p, class_order(got)); /* a page's block becomes a medium block */
             NBM_STAT_SUB(medium_cached, class_bytes(got));
             nbm__decay_unhold(&policy[got], class_bytes(got));
-            nbm__desc_put(tc, d);
+            nbm__desc_put(thr, d);
             *fresh = false;
             if (got == cls || !nbm__memory_short() || !split(p, got, cls, align, (void **)&p))
                 cls = got; /* whole: the same class, or one with moves in it */
         }
         if (!p) {
-            uint32_t any = 0, *hint = tc ? &tc->arena_hint : &any;
+            uint32_t any = 0, *hint = thr ? &thr->arena_hint : &any;
             bool dirty;
             for (bool swept = false;;) {
                 if (class_whole(cls)) {
@@ -462,8 +462,8 @@ void *nbm__medium_alloc(size_t size, size_t align, bool *fresh, nbm_tcache_t *tc
             }
         }
     }
-    if (tc)
-        tc->medium_delta++;
+    if (thr)
+        thr->medium_delta++;
     else
         NBM_STAT_ADD(medium_live, 1);
     return p;
@@ -479,7 +479,7 @@ void *nbm__block_cached(unsigned order)
         return NULL;
     void *p = nbm__desc(d)->list;
     NBM_STAT_SUB(medium_cached, NBM_PAGE << order);
-    nbm__desc_put(nbm__tc, d);
+    nbm__desc_put(nbm__thr, d);
     /* Relaxed: the block is ours alone (popped by the CAS above). */
     nbm_store_u8_relaxed(page_byte(nbm__arena_of((uintptr_t)p), p), 0);
     return p;
@@ -578,13 +578,13 @@ static void release(nbm_arena_t *ar, void *p, unsigned cls)
 void nbm__medium_free(nbm_arena_t *ar, void *p, const char *who)
 {
     unsigned cls = medium_order(ar, p, who, "free(): double free detected for", true);
-    nbm_tcache_t *tc = nbm__tc;
-    if (tc) {
-        tc->medium_delta--;
+    nbm_thread_t *thr = nbm__thr;
+    if (thr) {
+        thr->medium_delta--;
         unsigned slot = class_order(cls);
-        if (cls < NBM_MCACHE_CLASSES && !tc->mcache[slot]) {
-            tc->mcache[slot] = p;
-            tc->mcache_cls[slot] = (uint8_t)cls;
+        if (cls < NBM_MCACHE_CLASSES && !thr->mcache[slot]) {
+            thr->mcache[slot] = p;
+            thr->mcache_cls[slot] = (uint8_t)cls;
             return;
         }
     } else {
@@ -594,13 +594,13 @@ void nbm__medium_free(nbm_arena_t *ar, void *p, const char *who)
     cache_put(p, cls, false);
 }
 
-void nbm__medium_slots_release(nbm_tcache_t *tc, bool *any)
+void nbm__medium_slots_release(nbm_thread_t *thr, bool *any)
 {
     for (unsigned k = 0; k < NBM_MCACHE_ORDERS; k++)
-        if (tc->mcache[k]) {
-            void *p = tc->mcache[k];
-            tc->mcache[k] = NULL;
-            cache_put(p, tc->mcache_cls[k], false);
+        if (thr->mcache[k]) {
+            void *p = thr->mcache[k];
+            thr->mcache[k] = NULL;
+            cache_put(p, thr->mcache_cls[k], false);
             *any = true;
         }
 }
@@ -629,7 +629,7 @@ static void cache_hold(void *p, unsigned cls, bool page)
     size_t size = class_bytes(cls);
     uint32_t d = 0;
     if (nbm__opt.cache_max == UINT64_MAX || NBM_STAT(medium_cached) + size <= nbm__opt.cache_max)
-        d = nbm__desc_get(nbm__tc); /* 0 when out of memory: straight back */
+        d = nbm__desc_get(nbm__thr); /* 0 when out of memory: straight back */
     if (!d) {
         release(nbm__arena_of((uintptr_t)p), p, cls);
         return;
@@ -667,7 +667,7 @@ static size_t blocks_due(size_t excess, size_t size)
 void nbm__decay_sweep(bool all)
 {
     uint64_t now = nbm__os_now_ns();
-    nbm_tcache_t *tc = nbm__tc;
+    nbm_thread_t *thr = nbm__thr;
     for (unsigned cls = 0; cls < NBM_MCLASSES; cls++) {
         size_t size = class_bytes(cls), n = SIZE_MAX;
         if (!all) {
@@ -691,7 +691,7 @@ void nbm__decay_sweep(bool all)
                 NBM_STAT_SUB(medium_cached, size);
                 nbm__decay_unhold(&policy[cls], size);
                 release(ar, ds->list, cls);
-                nbm__desc_put(tc, d);
+                nbm__desc_put(thr, d);
             }
             d = next;
         }

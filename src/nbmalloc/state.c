@@ -40,6 +40,27 @@ nbm_options_t nbm__opt = { .purge_delay_ns = 1000000000ull, .cache_max = UINT64_
 uintptr_t nbm__secret;
 _Atomic uint32_t nbm__ready;
 nbm_gstats_t nbm__gstats;
+_Thread_local nbm_thread_t *nbm__thr NBM_TLS;
+
+/* Every thread record registered so far, newest first: a push-only list
+ * (records are never unmapped, so a reader needs no protection). */
+static _Atomic uintptr_t threads;
+
+void nbm__thread_register(nbm_thread_t *t)
+{
+    uintptr_t head = nbm_load_uptr(&threads);
+    do
+        nbm_store_uptr_relaxed(&t->next, head);
+    while (!nbm_cas_uptr(&threads, &head, (uintptr_t)t));
+}
+
+uint64_t nbm__stat_sum(size_t off)
+{
+    uint64_t v = nbm_load_u64_relaxed((_Atomic uint64_t *)((char *)&nbm__gstats + off));
+    for (uintptr_t x = nbm_load_uptr(&threads); x; x = nbm_load_uptr_relaxed(&((nbm_thread_t *)x)->next))
+        v += nbm_load_u64_relaxed((_Atomic uint64_t *)((char *)&((nbm_thread_t *)x)->st + off));
+    return v;
+}
 
 static uint64_t env_num(const char *name, uint64_t dflt)
 {

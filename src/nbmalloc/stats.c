@@ -23,7 +23,7 @@ void nbm_get_stats(nbm_stats_t *out)
     if (tc) {
         out->refills += tc->refills;
         out->drains += tc->drains;
-        out->medium_live += (size_t)tc->medium_delta;
+        out->medium_live += (size_t)tc->thr.medium_delta;
     }
     out->peak_rss = nbm__os_peak_rss();
 }

@@ -42,16 +42,7 @@ HEADERS = {
 }
 
 # Edges still going up, each with why: (user, definer, symbol) -> reason.
-WHY_TC = ("the thread's record is the heap's (nbm_tcache_t): the layers below count their "
-          "statistics in it (nbm__stat), medium blocks and huge mappings take descriptors from its "
-          "cache and search arenas from its hint; to become a per-thread record of the state layer")
 KNOWN = {
-    ("arena", "heap", "nbm__tc"): WHY_TC,
-    ("huge", "heap", "nbm__tc"): WHY_TC,
-    ("medium", "heap", "nbm__tc"): WHY_TC,
-    ("page", "heap", "nbm__tc"): WHY_TC,
-    ("medium", "heap", "nbm__stat_sum"): "a counter's value (NBM_STAT) is the sum over the threads' "
-                                          "records, which the heap keeps (WHY_TC)",
 }
 
 
