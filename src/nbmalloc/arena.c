@@ -22,9 +22,9 @@
  * refused take (here), so that other threads allocate in that window
  * (about a microsecond: a 60 s stress run saw a few races a second without
  * it, and only under load; thousands with it). Defined here, the lower of
- * its two users (tests/nbmalloc/layers.py). Hidden (no program or preload reaches it);
- * set before any thread starts and never changed after; one load on the
- * split's path and on a refused take only. */
+ * its two users (tests/nbmalloc/layers.py). Hidden (no program or preload
+ * reaches it); set before any thread starts and never changed after; one
+ * load on the split's path and on a refused take only. */
 void (*nbm__split_window)(void);
 
 #define NBM_ARENA_MAX 4096u /* 4 TiB of arenas */

@@ -164,8 +164,10 @@ nbm_tcache_t *nbm__tcache_get(void)
     }
     uint32_t i = nbm__stack_pop(&abandoned, &tcache_pool); /* adopt */
     bool fresh = false;
-    if (!i)
-        i = nbm__pool_fresh(&tcache_pool, 1), fresh = true;
+    if (!i) {
+        i = nbm__pool_fresh(&tcache_pool, 1);
+        fresh = true;
+    }
     if (!i) {
         /* Out of memory or more live threads than records: run without a
          * heap for now and try again on a later call. */
@@ -873,7 +875,10 @@ bool nbm__recover(void)
         nbm__tc->thr.arena_hint = 0; /* the lowest arenas first: the higher may retire */
     nbm__spares_trim(); /* other live heaps give their spares back at their next page */
     any |= nbm__heaps_collect(true);
-    nbm__decay_sweep(true); /* counted above (medium_cached): the blocks may merge */
+    /* The medium cache, with what the collection put there: its blocks may
+     * merge into what the request needs. */
+    any |= NBM_STAT(medium_cached) != 0;
+    nbm__decay_sweep(true);
     any |= nbm__arena_reclaim();
     return any;
 }
