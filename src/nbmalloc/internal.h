@@ -323,7 +323,8 @@ typedef struct nbm_gstats {
  * is reused with it; the heap registers each record once
  * (nbm__thread_register), so that a counter's sum (nbm__stat_sum) reaches
  * it. nbm__thr names the calling thread's, NULL while it has no heap. The
- * layers below the heap see this record only, never the heap's. */
+ * layers below the spares see this record only, never the heap's (which
+ * goes down as far as spare.c: the heap's spare pages are kept in it). */
 typedef struct nbm_thread {
     _Atomic uintptr_t next;     /* the registry: every record registered so far */
     uint32_t arena_hint;        /* arena tried first */
