@@ -15,10 +15,11 @@ static void *medium(size_t n, size_t align, bool *fresh)
 {
     nbm_tcache_t *tc = nbm__tcache_get();
     nbm_hole_t hole;
-    char *p = nbm__medium_alloc(n, align, fresh, tc ? &tc->thr : NULL, &hole);
+    /* nbm__thr: tc's record for the layers below, or NULL with it. */
+    char *p = nbm__medium_alloc(n, align, fresh, nbm__thr, &hole);
     if (NBM_UNLIKELY(!p) && nbm__recover()) {
         tc = nbm__tcache_get();
-        p = nbm__medium_alloc(n, align, fresh, tc ? &tc->thr : NULL, &hole);
+        p = nbm__medium_alloc(n, align, fresh, nbm__thr, &hole);
     }
     if (p && hole.len) {
         /* Resident free memory first, before the request faults in new:

@@ -40,7 +40,6 @@
  * its small frees on the pages' remote lists.
  */
 #include <pthread.h>
-#include <sched.h>
 #include <string.h>
 
 #include "bin.h"
@@ -58,7 +57,7 @@ static nbm_pool_t tcache_pool = { .chunks = tcache_chunks, .stride = sizeof(nbm_
                                   .shift = NBM_TCACHE_SHIFT, .max = NBM_TCACHE_MAX, .fresh = 1 };
 static nbm_stack_t abandoned;
 static pthread_key_t tcache_key;
-static _Atomic uint32_t key_state; /* 0 none, 1 being made, 2 made, 3 refused */
+static _Atomic uint32_t key_state; /* nbm__once's: 0 none, 1 being made, 2 made, 3 refused */
 
 static void tcache_exit(void *v);
 static bool collect_heap(nbm_tcache_t *tc, bool spares);
@@ -132,20 +131,14 @@ static void bin_reset(nbm_bin_t *bin)
  * thread arriving while it is made waits (once per process, before any
  * heap exists). Without the key (pthread_key_create failed) no thread gets
  * a heap: every thread runs the no-heap paths, slower but correct. */
+static bool make_key(void)
+{
+    return pthread_key_create(&tcache_key, tcache_exit) == 0;
+}
+
 static bool heap_key(void)
 {
-    uint32_t s = nbm_load_u32(&key_state);
-    if (NBM_LIKELY(s >= 2))
-        return s == 2;
-    uint32_t none = 0;
-    if (nbm_cas_u32(&key_state, &none, 1)) {
-        s = pthread_key_create(&tcache_key, tcache_exit) == 0 ? 2 : 3;
-        nbm_store_u32(&key_state, s);
-        return s == 2;
-    }
-    while ((s = nbm_load_u32(&key_state)) < 2)
-        sched_yield();
-    return s == 2;
+    return nbm__once(&key_state, make_key);
 }
 
 __attribute__((constructor)) static void heap_start(void) { (void)heap_key(); }

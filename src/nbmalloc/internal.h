@@ -499,9 +499,15 @@ typedef struct nbm_options {
 
 NBM_HIDDEN extern nbm_options_t nbm__opt;
 NBM_HIDDEN extern uintptr_t nbm__secret; /* tags freed objects: word 1 = addr ^ secret */
-NBM_HIDDEN extern _Atomic uint32_t nbm__ready; /* 0 none, 1 in progress, 2 done */
+NBM_HIDDEN extern _Atomic uint32_t nbm__ready; /* nbm__once's state: 2 once started */
 
 NBM_HIDDEN void nbm__init(void);               /* idempotent, lock-free */
+/* A one-time step of the process (state.c): *state 0 none, 1 being made, 2
+ * made, 3 refused; the first caller runs make (true: made), a caller
+ * arriving meanwhile waits for it (once per process, before any allocation
+ * exists). Returns whether it was made. nbm__init's and the heap's thread
+ * key (heap.c). */
+NBM_HIDDEN bool nbm__once(_Atomic uint32_t *state, bool (*make)(void));
 NBM_HIDDEN void nbm__options_read(void);
 NBM_HIDDEN void nbm__classes_init(void);
 

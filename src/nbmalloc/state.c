@@ -105,36 +105,51 @@ static uintptr_t make_secret(void)
     return s | 1;
 }
 
+bool nbm__once(_Atomic uint32_t *state, bool (*make)(void))
+{
+    uint32_t s = nbm_load_u32(state);
+    if (NBM_LIKELY(s >= 2))
+        return s == 2;
+    uint32_t none = 0;
+    if (nbm_cas_u32(state, &none, 1)) {
+        s = make() ? 2 : 3;
+        nbm_store_u32(state, s);
+        return s == 2;
+    }
+    while ((s = nbm_load_u32(state)) < 2)
+        sched_yield();
+    return s == 2;
+}
+
+static bool start(void)
+{
+    nbm__options_read();
+    nbm__classes_init();
+    nbm__secret = make_secret();
+    if (nbm__opt.verbose) {
+        nbm__write_str(2, "nbmalloc: purge_delay_ms=");
+        nbm__write_num(2, nbm__opt.purge_delay_ns / 1000000);
+        nbm__write_str(2, " medium_cache_mb=");
+        if (nbm__opt.cache_max == UINT64_MAX)
+            nbm__write_str(2, "none");
+        else
+            nbm__write_num(2, nbm__opt.cache_max >> 20);
+        nbm__write_str(2, " limit_mb=");
+        nbm__write_num(2, nbm__opt.limit >> 20);
+        nbm__write_str(2, " move_budget=");
+        nbm__write_num(2, nbm__opt.move_budget);
+        nbm__write_str(2, " show_stats=");
+        nbm__write_num(2, nbm__opt.show_stats);
+        nbm__write_str(2, "\n");
+    }
+    return true;
+}
+
 void nbm__init(void)
 {
     if (NBM_LIKELY(nbm_load_u32(&nbm__ready) == 2))
         return;
-    uint32_t none = 0;
-    if (nbm_cas_u32(&nbm__ready, &none, 1)) {
-        nbm__options_read();
-        nbm__classes_init();
-        nbm__secret = make_secret();
-        nbm_store_u32(&nbm__ready, 2);
-        if (nbm__opt.verbose) {
-            nbm__write_str(2, "nbmalloc: purge_delay_ms=");
-            nbm__write_num(2, nbm__opt.purge_delay_ns / 1000000);
-            nbm__write_str(2, " medium_cache_mb=");
-            if (nbm__opt.cache_max == UINT64_MAX)
-                nbm__write_str(2, "none");
-            else
-                nbm__write_num(2, nbm__opt.cache_max >> 20);
-            nbm__write_str(2, " limit_mb=");
-            nbm__write_num(2, nbm__opt.limit >> 20);
-            nbm__write_str(2, " move_budget=");
-            nbm__write_num(2, nbm__opt.move_budget);
-            nbm__write_str(2, " show_stats=");
-            nbm__write_num(2, nbm__opt.show_stats);
-            nbm__write_str(2, "\n");
-        }
-        return;
-    }
-    while (nbm_load_u32(&nbm__ready) != 2)
-        sched_yield();
+    (void)nbm__once(&nbm__ready, start);
 }
 
 /* Initialise before main so the options are in force for the whole run. */
