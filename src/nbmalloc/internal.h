@@ -52,6 +52,17 @@
 #define NBM_NOINLINE    __attribute__((noinline))
 #define NBM_CACHE_LINE  64
 
+/* Fetch p's line for writing. A prefetch never faults, so p may be any
+ * value (free's argument before it is checked). x86-64's PREFETCHW is not
+ * in the baseline ISA gcc targets, so __builtin_prefetch(p, 1) would emit a
+ * read prefetch there: the instruction is written out (a no-op on CPUs
+ * without it). */
+#if defined(__x86_64__)
+#define NBM_PREFETCH_W(p) __asm__ volatile("prefetchw %0" : : "m"(*(const char *)(p)))
+#else
+#define NBM_PREFETCH_W(p) __builtin_prefetch((p), 1, 3)
+#endif
+
 /* --- geometry -------------------------------------------------------------- */
 #define NBM_ARENA_SHIFT 30                        /* 1 GiB slots (arenas up to 1 GiB) */
 #define NBM_ARENA_SIZE  ((size_t)1 << NBM_ARENA_SHIFT)
