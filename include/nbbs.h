@@ -220,8 +220,11 @@ enum { NBBS_MAP_FREE = 0, NBBS_MAP_PARTIAL = 1, NBBS_MAP_FULL = 2 };
 
 /* Checks the metadata against the index of live blocks: every node state
  * must be exactly what a sequential buddy system holding those blocks would
- * have. Only meaningful with no operation in flight. Returns 0 if it holds,
- * else a negative value (the first discrepancy found). For tests. */
+ * have, and every group's free count what those blocks and the attached
+ * frame caches' balances make it (docs/design.md, "Group free counts").
+ * Only meaningful with no operation in flight. Returns 0 if it holds, else
+ * a negative value (the first discrepancy found: -1, -2 the tree, -3 a
+ * carved block, -4 a group's free count). For tests. */
 int nbbs_validate(const nbbs_t *b);
 
 /* ------------------------------------------------------------------------

@@ -17,6 +17,7 @@
 #include "check.h"
 #include "nbbs.h"
 #include "support/nbbs_testutil.h"
+#include "../src/nbbs/nbbs_internal.h" /* the group free counts (test_group_counts) */
 
 static const nbbs_layout_t layouts[] = { NBBS_LAYOUT_TREE, NBBS_LAYOUT_BUNCH };
 #define FAKE_BASE NBBS_TU_FAKE_BASE /* never mapped, never touched */
@@ -577,6 +578,54 @@ static void test_last_free(nbbs_layout_t lay)
     nbbs_destroy(b);
 }
 
+/* The group free counts (docs/design.md, "Group free counts"): a block of
+ * a counted order leaves its group's count when allocated (by a search or
+ * by name) and comes back when freed; larger and smaller blocks are not
+ * counted; nbbs_validate rejects a count that disagrees (-4). */
+static void test_group_counts(nbbs_layout_t lay)
+{
+    nbbs_config_t c = { .min_block = 4096, .max_order = 6, .layout = lay, .group_order = 5 };
+    nbbs_t *b = nbbs_create(NBBS_TU_FAKE_BASE, (size_t)4096 << 7, &c); /* 2 trees, 4 groups of 32 leaves */
+    CHECK(b != NULL);
+    if (!b)
+        return;
+    const uint32_t full = 32;
+    char *p3 = nbbs_alloc_order(b, 3), *p0 = nbbs_alloc_order(b, 0), *p5 = nbbs_alloc_order(b, 5);
+    CHECK(p3 && p0 && p5);
+    uint64_t g3 = (uint64_t)(p3 - NBBS_TU_FAKE_BASE) / 4096 >> 5;
+    uint64_t sum = 0;
+    for (uint64_t g = 0; g < 4; g++)
+        sum += b->gfree[g];
+    CHECK_EQ(b->gfree[g3], full - 8);   /* order 3: counted */
+    CHECK_EQ(sum, 4 * full - 8);        /* order 0 (below 3) and 5 (a group) are not */
+    CHECK_EQ(nbbs_validate(b), 0);
+    b->gfree[g3] += 1;                  /* a count that disagrees */
+    CHECK_EQ(nbbs_validate(b), -4);
+    b->gfree[g3] -= 1;
+    CHECK_EQ(nbbs_validate(b), 0);
+    CHECK_EQ(nbbs_free(b, p3), 0);
+    CHECK_EQ(b->gfree[g3], full);
+    /* By name: the same count. */
+    CHECK_EQ(nbbs_alloc_at(b, p3, 3), 0);
+    CHECK_EQ(b->gfree[g3], full - 8);
+    CHECK_EQ(nbbs_validate(b), 0);
+    /* A group whose count is below a block of order 4 is passed by, and
+     * the search still finds one elsewhere: three order-3 blocks in group
+     * g3 (8 leaves left), then one of order 4. */
+    CHECK_EQ(nbbs_free(b, p3), 0);
+    CHECK_EQ(nbbs_free(b, p0), 0);
+    CHECK_EQ(nbbs_free(b, p5), 0);
+    char *base = NBBS_TU_FAKE_BASE + (g3 << 5) * 4096;
+    CHECK_EQ(nbbs_alloc_at(b, base, 3), 0);
+    CHECK_EQ(nbbs_alloc_at(b, base + 8 * 4096, 3), 0);
+    CHECK_EQ(nbbs_alloc_at(b, base + 16 * 4096, 3), 0);
+    CHECK_EQ(b->gfree[g3], full - 24);
+    char *p4 = nbbs_alloc_order(b, 4);
+    CHECK(p4 != NULL && (uint64_t)(p4 - NBBS_TU_FAKE_BASE) / 4096 >> 5 != g3);
+    CHECK_EQ(nbbs_validate(b), 0);
+    nbbs_destroy(b);
+}
+
 int main(void)
 {
     for (unsigned i = 0; i < 2; i++) {
@@ -594,6 +643,7 @@ int main(void)
         test_alloc_at(lay);
         test_own_front_no_hole(lay);
         test_last_free(lay);
+        test_group_counts(lay);
     }
     TEST_MAIN_END();
 }

@@ -10,14 +10,14 @@ JOBS=${NBBS_TEST_JOBS:-$(nproc)}
 cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=gcc \
   -DCMAKE_CXX_COMPILER=g++ -DNBBS_BUILD_BENCH=OFF > /dev/null
 targets="nbbs_explore"
-for n in 1 2 3 4 5 7 8 9 10 11 12 13 14; do targets="$targets nbbs_explore_bug$n"; done
+for n in 1 2 3 4 5 7 8 9 10 11 12 13 14 15; do targets="$targets nbbs_explore_bug$n"; done
 cmake --build $B -j "$JOBS" --target $targets
 X=$B/tests/explore
 
 # A planted bug is hunted on every scenario where the real core passes (the
 # explorer skips those marked with a known core bug, see --list).
 status=0
-for n in 1 2 3 4 5 7 8 10 11 12 13 14; do
+for n in 1 2 3 4 5 7 8 10 11 12 13 14 15; do
   out=$($X/nbbs_explore_bug$n --expect-fail --pct --budget 240) || status=1
   echo "$out" | grep -E "^FAIL|^planted" || true
 done

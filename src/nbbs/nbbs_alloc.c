@@ -40,6 +40,7 @@ int nbbs_alloc_at(nbbs_t *b, void *addr, unsigned order)
     if (!(nbbs__is_bunch(b) ? nbbs__bunch_take(b, r, gp) : nbbs__tree_take(b, r, gp)))
         return NBBS_EBUSY;
     NBBS_ASSERT(nb_peek_u8(&b->index[leaf]) == 0);
+    nbbs__count(b, order, leaf, false);
     /* Release: read by its free, which the caller's hand-over orders after
      * this (as FN(taken)). */
     nb_store_rel_u8(&b->index[leaf], (uint8_t)(order + 1));
@@ -49,7 +50,8 @@ int nbbs_alloc_at(nbbs_t *b, void *addr, unsigned order)
 /* A free once the block's index entry is taken (0): the hint, the tree's
  * release, the hole bit. Inlined into nbbs_free (its own call cost the free
  * ~10 instructions); nbbs__free_leaf is the same for a frame cache's drain. */
-static inline __attribute__((__always_inline__)) void free_leaf(nbbs_t *b, uint64_t leaf, unsigned order)
+static inline __attribute__((__always_inline__)) void free_leaf(nbbs_t *b, uint64_t leaf, unsigned order,
+                                                               bool count)
 {
     unsigned r = b->max_order - order;
     NBBS_ATOMIC(uint64_t) *hint = nbbs__hint_order(b, order); /* the next allocation here starts at this block */
@@ -66,6 +68,8 @@ static inline __attribute__((__always_inline__)) void free_leaf(nbbs_t *b, uint6
      * release, so only its word and bit stay live across that call; it is
      * loaded and set after the release (nbbs__hole_mark). */
     nbbs_hole_t h = order < b->group_order && !front ? nbbs__hole_of(b, leaf) : (nbbs_hole_t){ NULL, 0 };
+    if (count) /* before the release: a count is never below what is free */
+        nbbs__count(b, order, leaf, true);
     if (nbbs__is_bunch(b))
         nbbs__bunch_release(b, r, leaf >> order);
     else
@@ -91,7 +95,7 @@ int nbbs_free(nbbs_t *b, void *p)
         return nbbs__carved_free(b, leaf, v); /* a frame of a block a cache carved */
     if (v == 0 || (v & NBBS_IDX_CACHED) || !nb_cas_u8(&b->index[leaf], &v, 0))
         return NBBS_EINVAL; /* not live, in a cache, or a concurrent free won */
-    free_leaf(b, leaf, v - 1u);
+    free_leaf(b, leaf, v - 1u, true);
     return 0;
 }
 
@@ -99,7 +103,14 @@ int nbbs_free(nbbs_t *b, void *p)
  * frame cache's drain, which takes a cached block's entry straight to 0. */
 void nbbs__free_leaf(nbbs_t *b, uint64_t leaf, unsigned order)
 {
-    free_leaf(b, leaf, order);
+    free_leaf(b, leaf, order, true);
+}
+
+/* As nbbs__free_leaf, the group's free count high enough already: a frame
+ * cache's balance covers the block (nbbs_cache_t.cbal). */
+void nbbs__free_leaf_covered(nbbs_t *b, uint64_t leaf, unsigned order)
+{
+    free_leaf(b, leaf, order, false);
 }
 
 size_t nbbs_block_size(const nbbs_t *b, const void *p)

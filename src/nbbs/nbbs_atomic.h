@@ -141,6 +141,27 @@ static inline void nb_hole_and(NBBS_ATOMIC(uint64_t) *p, uint64_t v)
     (void)nbbs_atomic_fetch_and(p, v, NBBS_MO_SEQ_CST);
 }
 
+/* The free counts per group (nbbs_t.gfree): an upper bound on the leaves
+ * of a group in free blocks, raised before a release starts and lowered
+ * after a claim's climb succeeds, so a scan may pass by a group whose count
+ * is below the size it looks for. seq_cst: a scan's load of a count must not
+ * be ordered before the loads of the tree that came before it. */
+static inline uint32_t nb_count_load(NBBS_ATOMIC(uint32_t) *p)
+{
+    NB_HOOK(NBBS_OP_LOAD, p, NBBS_HOOK_BEFORE);
+    return nbbs_atomic_load(p, NBBS_MO_SEQ_CST);
+}
+static inline uint32_t nb_count_peek(const NBBS_ATOMIC(uint32_t) *p) /* validation */
+{
+    return nbbs_atomic_load((NBBS_ATOMIC(uint32_t) *)p, NBBS_MO_RELAXED);
+}
+static inline void nb_count_add(NBBS_ATOMIC(uint32_t) *p, uint32_t v)
+{
+    NB_HOOK(NBBS_OP_RMW, p, NBBS_HOOK_BEFORE);
+    (void)nbbs_atomic_fetch_add(p, v, NBBS_MO_SEQ_CST);
+    NB_HOOK(NBBS_OP_RMW, p, NBBS_HOOK_OK);
+}
+
 /* Initialisation only (no other thread can see the metadata yet): a relaxed
  * store, which the compiler will not fuse into a call to memset. */
 #define nb_init_store(p, v) nbbs_atomic_store((p), (v), NBBS_MO_RELAXED)

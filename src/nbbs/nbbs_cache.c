@@ -76,6 +76,8 @@ nbbs_cache_t *nbbs_cache_init(void *mem, size_t size, nbbs_t *b, const nbbs_cach
     c->orders = g.orders;
     c->batch = g.batch;
     c->capacity = g.capacity;
+    c->cgroup = 0;
+    c->cbal = 0;
     /* The owner's plain fields are zeroed through volatile pointers: a loop
      * of plain zero stores may become a call to memset, which the
      * freestanding core must not need (scripts/test.d/10-freestanding.sh). */
@@ -196,6 +198,7 @@ static void *take_next(nbbs_cache_t *c, unsigned order)
  * keeps its meaning.) */
 static void tree_short(nbbs_cache_t *c, unsigned j)
 {
+    cache_count_flush(c); /* the tree is short: scans may pass this cache's group by if it is full */
     for (unsigned k = 0; k < c->orders; k++) {
         if (k >= j || j <= NBBS_CARVE_ORDER)
             c->lean[k] = CACHE_BACKOFF;
@@ -321,6 +324,8 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
         for (unsigned g = 0; g < groups; g++) {
             void *p = take_next(c, order);
             inplace = p != NULL;
+            if (inplace) /* FN(take) leaves the group's free count to its caller: the balance */
+                cache_count_take(c, (uint64_t)((uintptr_t)p - b->base) >> b->min_shift);
             if (!p)
                 p = nbbs__tree_or_bunch_alloc(b, NBBS_CARVE_ORDER);
             if (!p) {
@@ -502,7 +507,7 @@ static uint64_t drain_oldest(nbbs_cache_t *c, unsigned order, uint64_t n)
 {
     NBBS_ATOMIC(uint64_t) *s = stack_of(c, order);
     uint64_t k = n > c->batch ? n - c->batch : n; /* capacity == batch: all */
-    nbbs__give_back(c->b, c, s, 0, k, order);
+    nbbs__give_back(c->b, c, c, s, 0, k, order);
     for (uint64_t i = k; i < n; i++)
         nb_own_store(&s[i - k], nb_own_load(&s[i]));
     return n - k;
@@ -549,11 +554,12 @@ size_t nbbs_cache_drain(nbbs_cache_t *c)
 {
     if (!c)
         return 0;
+    cache_count_flush(c);
     size_t done = 0;
     for (unsigned k = 0; k < c->orders; k++) {
         NBBS_ATOMIC(uint64_t) *s = stack_of(c, k);
         uint64_t n = nb_own_load(&c->count[k]);
-        done += nbbs__give_back(c->b, NULL, s, 0, n, k);
+        done += nbbs__give_back(c->b, NULL, c, s, 0, n, k);
         nb_own_store(&c->count[k], 0);
         if (k < NBBS_CARVE_ORDER && c->groups[k]) {
             /* The blocks it remembers are forgotten: their free frames

@@ -73,6 +73,19 @@ struct nbbs_cache {
     /* Per order below the carve order: a carved word of free frames of that
      * order, as a refill writes it (built once, in memory order). */
     uint64_t               pattern[NBBS_CARVE_ORDER];
+    /* This cache's balance in group cgroup's free count: how many carved
+     * blocks' leaves (CARVE_LEAVES each) the count holds above the truth
+     * on its account. A block taken in place (take_next) adds one instead
+     * of an RMW that takes it off; a carved block this cache gives back
+     * uses one up instead of an RMW that puts it back before the release
+     * (cache_cover raises CACHE_COVER_AHEAD more when none is left). The
+     * balance goes to the count in one RMW when the cache moves on to
+     * another group, finds the tree short, or drains (cache_count_flush).
+     * Never negative, so a count is never below the truth; a count high
+     * for a while only costs scans a look (docs/design.md, "Group free
+     * counts"); nbbs_validate adds the balances back. Owner only, plain. */
+    uint64_t               cgroup;
+    uint32_t               cbal;
     /* Per order: how many entries of its stack are in use. Written by the
      * owner only; read by other threads as a bound of their sweep. */
     NBBS_ATOMIC(uint64_t)  count[NBBS_CACHE_MAX_ORDERS];
@@ -80,6 +93,52 @@ struct nbbs_cache {
 };
 
 static inline nbbs_cache_t *cache_of(uint64_t v) { return (nbbs_cache_t *)(uintptr_t)v; }
+
+#define CACHE_COVER_AHEAD 7u /* carved blocks' worth a cover raises beyond the one it needs */
+
+/* The balance (c->cbal) goes to its group's count: exact again. Owner only. */
+static inline void cache_count_flush(nbbs_cache_t *c)
+{
+    if (c->cbal)
+        nbbs__count_n(c->b, NBBS_CARVE_ORDER, c->cgroup << c->b->group_order, c->cbal, false);
+    c->cbal = 0;
+}
+
+/* A carved block at leaf g0 was taken in place: its leaves stay on the
+ * count, on this cache's balance. Owner only. */
+static inline void cache_count_take(nbbs_cache_t *c, uint64_t g0)
+{
+    uint64_t g = g0 >> c->b->group_order;
+    if (g != c->cgroup) {
+        cache_count_flush(c);
+        c->cgroup = g;
+    }
+    c->cbal++;
+}
+
+/* The carved block at leaf g0 is about to go back to the tree: make sure
+ * the balance covers it (the count holds its leaves already), else raise
+ * its group's count for it: for it alone if the balance was in another
+ * group (blocks given back in no order, as after rand's frees, would each
+ * raise ahead and give back what they did not use), for it and
+ * CACHE_COVER_AHEAD more blocks if the group is the balance's (blocks
+ * given back in a row, as a drain of a sequential free does). The caller
+ * uses one unit up if the block went back. Owner only. */
+static inline void cache_count_cover(nbbs_cache_t *c, uint64_t g0)
+{
+    uint64_t g = g0 >> c->b->group_order;
+    uint32_t n = 1;
+    if (g == c->cgroup) {
+        if (c->cbal)
+            return;
+        n += CACHE_COVER_AHEAD;
+    } else {
+        cache_count_flush(c);
+        c->cgroup = g;
+    }
+    nbbs__count_n(c->b, NBBS_CARVE_ORDER, g0, n, true);
+    c->cbal = n;
+}
 
 /* The region of c->lost that carved block g (a leaf / 8) falls in: regions
  * of 2^lost_shift blocks, as few as fit the map. A shift, not g * 512 / ng:
@@ -113,8 +172,10 @@ static inline bool claim(const nbbs_t *b, uint64_t leaf, unsigned order)
 
 /* Give the cached blocks named by entries [from, to) of a stack of this
  * order back (nbbs_reclaim.c); owner (or NULL) remembers carved blocks left
- * half used. Returns blocks (frames of carved blocks) that went back. */
-size_t nbbs__give_back(nbbs_t *b, nbbs_cache_t *owner, NBBS_ATOMIC(uint64_t) *s, uint64_t from, uint64_t to,
-                       unsigned order);
+ * half used; bal (or NULL), the calling owner's cache, covers the group
+ * free counts of the carved blocks that go back (cache_count_cover).
+ * Returns blocks (frames of carved blocks) that went back. */
+size_t nbbs__give_back(nbbs_t *b, nbbs_cache_t *owner, nbbs_cache_t *bal, NBBS_ATOMIC(uint64_t) *s,
+                       uint64_t from, uint64_t to, unsigned order);
 
 #endif /* NBBS_CACHE_INT_H */

@@ -12,15 +12,19 @@
  * on the word's current value, not on how it got there), then the rest of a
  * free of the whole block. One attempt: a CAS fails only because a frame
  * changed, and a frame that became free since our load is followed by its
- * freer's own attempt. */
-unsigned nbbs__carve_merge(nbbs_t *b, uint64_t g0)
+ * freer's own attempt. covered: the group's free count is high enough for
+ * the block already (a frame cache's balance, nbbs__give_back). */
+unsigned nbbs__carve_merge(nbbs_t *b, uint64_t g0, bool covered)
 {
     NBBS_ATOMIC(uint64_t) *w = carve_word(b, g0);
     carve_word_t x;
     x.w = nb_load_u64(w);
     if (!carve_all_free(x) || !nb_cas_u64(w, &x.w, 0))
         return 0;
-    nbbs__free_leaf(b, g0, NBBS_CARVE_ORDER);
+    if (covered)
+        nbbs__free_leaf_covered(b, g0, NBBS_CARVE_ORDER);
+    else
+        nbbs__free_leaf(b, g0, NBBS_CARVE_ORDER);
     /* Its frames: the bytes with CARVED, summed by one multiply (each byte
      * contributes 0 or 1 to the top byte; no popcount call in the core). */
     return (unsigned)((((x.w >> 6) & UINT64_C(0x0101010101010101)) * UINT64_C(0x0101010101010101)) >> 56);
@@ -212,7 +216,7 @@ int nbbs__carved_free(nbbs_t *b, uint64_t leaf, uint8_t v)
     if (!nb_cas_u8(&b->index[leaf], &v, (uint8_t)(v | NBBS_IDX_CACHED)))
         return NBBS_EINVAL; /* a concurrent free of the same frame won */
     uint64_t g0 = leaf & ~(uint64_t)(CARVE_LEAVES - 1);
-    if (!nbbs__carve_merge(b, g0))
+    if (!nbbs__carve_merge(b, g0, false))
         stray_mark(b, g0); /* free, named on no stack: for the harvests */
     return 0;
 }

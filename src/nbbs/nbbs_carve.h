@@ -112,7 +112,7 @@ static inline void stray_mark(const nbbs_t *b, uint64_t g0)
 
 /* The carved block at g0 goes back to the tree if all its frames are free;
  * returns the frames that went back with it (0: it stays). */
-unsigned nbbs__carve_merge(nbbs_t *b, uint64_t g0);
+unsigned nbbs__carve_merge(nbbs_t *b, uint64_t g0, bool covered);
 
 /* A region of this order in the carved block at g0 (a free frame of that
  * order, one split off a larger free frame, or free frames that fill it),

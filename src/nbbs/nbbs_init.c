@@ -60,10 +60,12 @@ bool nbbs__geometry(size_t arena_size, const nbbs_config_t *cfg, nbbs_geom_t *g)
                                    : g->max_order < NBBS_GROUP_ORDER ? g->max_order : NBBS_GROUP_ORDER;
     g->ngroups = g->ntrees << (g->max_order - g->group_order);
     g->hole_bytes = ALIGN_UP((size_t)((g->ngroups + 63) / 64) * sizeof(uint64_t), NBBS_META_ALIGN);
+    g->count_bytes = ALIGN_UP((size_t)g->ngroups * sizeof(uint32_t), NBBS_META_ALIGN);
     g->stray_bytes = ALIGN_UP((size_t)(((g->nleaves >> NBBS_CARVE_ORDER) + 63) / 64) * sizeof(uint64_t),
                               NBBS_META_ALIGN);
     g->meta_size = NBBS_HEADER_BYTES(g->max_order) + g->hint_bytes + g->hole_bytes + g->stray_bytes +
-                   ALIGN_UP(g->tree_bytes, NBBS_META_ALIGN) + ALIGN_UP(g->index_bytes, 8);
+                   ALIGN_UP(g->tree_bytes, NBBS_META_ALIGN) + ALIGN_UP(g->index_bytes, NBBS_META_ALIGN) +
+                   g->count_bytes;
     return true;
 }
 
@@ -88,6 +90,7 @@ static void mark_tail(nbbs_t *b)
         unsigned r = b->max_order - o;
         bool ok = nbbs__is_bunch(b) ? nbbs__bunch_take(b, r, i >> o) : nbbs__tree_take(b, r, i >> o);
         (void)ok; /* cannot fail: nothing else runs yet and the range is free */
+        nbbs__count(b, o, i, false);
         i += UINT64_C(1) << o;
     }
 }
@@ -171,6 +174,9 @@ nbbs_t *nbbs_init(void *meta, size_t meta_size, void *base, size_t arena_size,
     b->index = (NBBS_ATOMIC(uint8_t) *)(p + ALIGN_UP(g.tree_bytes, NBBS_META_ALIGN));
     for (uint64_t i = 0; i < g.nleaves; i++)
         nb_init_store(&b->index[i], 0);
+    b->gfree = (NBBS_ATOMIC(uint32_t) *)((char *)b->index + ALIGN_UP(g.index_bytes, NBBS_META_ALIGN));
+    for (uint64_t i = 0; i < g.ngroups; i++)
+        nb_init_store(&b->gfree[i], (uint32_t)1 << g.group_order);
 
     mark_tail(b);
     nbbs_atomic_fence(NBBS_MO_SEQ_CST); /* publish before the pointer escapes */

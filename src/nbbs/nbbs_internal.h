@@ -127,6 +127,8 @@ struct nbbs {
                                    * frames that no cache's stack or ring names (nbbs_carve.h, stray_mark) */
     void                  *words; /* NBBS_ATOMIC(uint8_t)[] (TREE) or (uint64_t)[] (BUNCH) */
     NBBS_ATOMIC(uint8_t)  *index; /* per leaf: order + 1 of the live block starting there, or 0 */
+    NBBS_ATOMIC(uint32_t) *gfree; /* per group: at least the leaves in its free blocks of orders
+                                   * NBBS_COUNT_ORDER to group_order - 1 (nbbs__count) */
     nbbs_level_t level[];         /* per level 0..max_order: derived from the rows (nbbs_init) */
 };
 
@@ -139,7 +141,7 @@ typedef struct nbbs_geom {
     size_t   min_block;
     unsigned min_shift, max_order, lpw, nrows, nhints, group_order;
     uint64_t nleaves, ntrees, nwords, ngroups;
-    size_t   word_size, hint_bytes, hole_bytes, stray_bytes, tree_bytes, index_bytes, meta_size;
+    size_t   word_size, hint_bytes, hole_bytes, count_bytes, stray_bytes, tree_bytes, index_bytes, meta_size;
 } nbbs_geom_t;
 
 /* Fills g; returns false if the configuration is invalid. */
@@ -177,6 +179,7 @@ int nbbs__carved_free(nbbs_t *b, uint64_t leaf, uint8_t v);
 /* nbbs_free after its CAS took the index entry of the block at leaf to 0:
  * the hint, the tree's release (nbbs_alloc.c). */
 void nbbs__free_leaf(nbbs_t *b, uint64_t leaf, unsigned order);
+void nbbs__free_leaf_covered(nbbs_t *b, uint64_t leaf, unsigned order);
 
 /* The calling context's hint cell. Where the platform names the running CPU
  * (NBBS_CPU_ID: the kernel), the CPU's own cell. Elsewhere a hash of the
@@ -228,6 +231,36 @@ static inline uint64_t nbbs__leaf_of(const nbbs_t *b, const void *p)
     if (a < b->base || a - b->base >= b->arena_size || ((a - b->base) & (b->min_block - 1)))
         return UINT64_MAX;
     return (uint64_t)(a - b->base) >> b->min_shift;
+}
+
+/* The group free counts (nbbs_t.gfree, docs/design.md "Group free
+ * counts"). A group's count starts at its size; a block of an order from
+ * NBBS_COUNT_ORDER to group_order - 1 takes its leaves off when it has been
+ * won (after its claim's climb succeeded: FN(taken), or FN(take)'s caller,
+ * which may do it later and for several blocks at once) and puts them back
+ * before its release starts (free_leaf). So a count is never below the
+ * leaves of its group that lie in free blocks smaller than the group, and a
+ * scan for order k may pass by a group whose count is below 2^k: no free
+ * block of order k is in it. (A claim that is undone is never counted: it
+ * may lie inside a live block whose leaves are off the count already.)
+ * Orders below NBBS_COUNT_ORDER are not counted: their allocations and
+ * frees pay no RMW (an uncontended lock add cost BUNCH's order-0 pair 15 %),
+ * and their leaves only make a count high. A frame cache's small orders
+ * come from carved blocks of NBBS_CARVE_ORDER, which are counted, so the
+ * caches' failing scans near full are the ones the counts shorten. */
+#define NBBS_COUNT_ORDER 3u
+_Static_assert(NBBS_COUNT_ORDER <= NBBS_CARVE_ORDER, "carved blocks must be counted");
+
+static inline void nbbs__count_n(const nbbs_t *b, unsigned order, uint64_t leaf, uint32_t n, bool back)
+{
+    if (order >= NBBS_COUNT_ORDER && order < b->group_order) {
+        n <<= order;
+        nb_count_add(&b->gfree[leaf >> b->group_order], back ? n : (uint32_t)0 - n);
+    }
+}
+static inline void nbbs__count(const nbbs_t *b, unsigned order, uint64_t leaf, bool back)
+{
+    nbbs__count_n(b, order, leaf, 1, back);
 }
 
 /* The hole bitmap: a bit per group (a block of order group_order), set when

@@ -50,6 +50,7 @@
 #define nbbs_atomic_cas(p, old, v, mo) __atomic_compare_exchange_n((p), (old), (v), 0, (mo), (mo))
 #define nbbs_atomic_fetch_and(p, v, mo) __atomic_fetch_and((p), (v), (mo))
 #define nbbs_atomic_fetch_or(p, v, mo) __atomic_fetch_or((p), (v), (mo))
+#define nbbs_atomic_fetch_add(p, v, mo) __atomic_fetch_add((p), (v), (mo))
 #define nbbs_atomic_xchg(p, v, mo) __atomic_exchange_n((p), (v), (mo))
 #define nbbs_atomic_fence(mo) __atomic_thread_fence(mo)
 #define NBBS_CPU_ID() raw_smp_processor_id()
@@ -81,6 +82,7 @@
 #define nbbs_atomic_cas(p, old, v, mo) atomic_compare_exchange_strong_explicit((p), (old), (v), (mo), (mo))
 #define nbbs_atomic_fetch_and(p, v, mo) atomic_fetch_and_explicit((p), (v), (mo))
 #define nbbs_atomic_fetch_or(p, v, mo) atomic_fetch_or_explicit((p), (v), (mo))
+#define nbbs_atomic_fetch_add(p, v, mo) atomic_fetch_add_explicit((p), (v), (mo))
 #define nbbs_atomic_xchg(p, v, mo) atomic_exchange_explicit((p), (v), (mo))
 #define nbbs_atomic_fence(mo) atomic_thread_fence(mo)
 #ifdef NBBS_DEBUG

@@ -39,9 +39,12 @@ static bool remember_part(nbbs_cache_t *owner, unsigned order, uint64_t g0)
  * range holds). Returns the number of blocks that went back to the tree,
  * counting each frame of a carved block that went back (those named
  * elsewhere or nowhere included). Entries may be stale or change under a
- * reader that is not the owner: only the index bytes decide. */
-size_t nbbs__give_back(nbbs_t *b, nbbs_cache_t *owner, NBBS_ATOMIC(uint64_t) *s, uint64_t from, uint64_t to,
-                       unsigned order)
+ * reader that is not the owner: only the index bytes decide. bal: the
+ * cache whose owner calls (or NULL: another thread's reclaim), whose
+ * balance in a group's free count covers the carved blocks that go back
+ * (cache_count_cover: an RMW for several blocks, not one each). */
+size_t nbbs__give_back(nbbs_t *b, nbbs_cache_t *owner, nbbs_cache_t *bal, NBBS_ATOMIC(uint64_t) *s,
+                       uint64_t from, uint64_t to, unsigned order)
 {
     size_t done = 0;
     bool stranded = false;
@@ -61,7 +64,14 @@ size_t nbbs__give_back(nbbs_t *b, nbbs_cache_t *owner, NBBS_ATOMIC(uint64_t) *s,
             last = g0;
             carve_word_t x;
             x.w = nb_load_u64(carve_word(b, g0));
-            unsigned m = carve_all_free(x) ? nbbs__carve_merge(b, g0) : 0; /* a look first: most fail */
+            unsigned m = 0;
+            if (carve_all_free(x)) { /* a look first: most fail */
+                if (bal)
+                    cache_count_cover(bal, g0);
+                m = nbbs__carve_merge(b, g0, bal != NULL);
+                if (m && bal)
+                    bal->cbal--;
+            }
             done += m;
             if (!m && !owner)
                 stray_mark(b, g0); /* its free frames are named nowhere now */
@@ -96,7 +106,7 @@ size_t nbbs_reclaim_cached(nbbs_t *b)
             if (n > c->capacity)
                 n = c->capacity;
             if (n) /* most stacks of most caches are empty: no call for them */
-                done += nbbs__give_back(b, NULL, s, 0, n, k);
+                done += nbbs__give_back(b, NULL, NULL, s, 0, n, k);
         }
     }
     return done;

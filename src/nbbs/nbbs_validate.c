@@ -5,6 +5,7 @@
  * Works on both layouts through the geometry of nbbs_geometry.h.
  * Freestanding.
  */
+#include "nbbs_cache_int.h"
 #include "nbbs_geometry.h"
 
 enum { V_FREE, V_BUSY, V_ZERO }; /* what the subtree must be: free, the live block itself, inside it */
@@ -94,6 +95,28 @@ static int check_carved(const nbbs_t *b)
     return 0;
 }
 
+/* Each group's free count must be its size less the leaves of its blocks
+ * of the counted orders (NBBS_COUNT_ORDER to group_order - 1: live, cached,
+ * carved, or of the tail), plus the balances of the attached caches
+ * (nbbs_cache_t.cbal), with nothing in flight. */
+static int check_counts(const nbbs_t *b)
+{
+    unsigned G = b->group_order;
+    for (uint64_t g = 0; g < b->ngroups; g++) {
+        uint64_t want = UINT64_C(1) << G;
+        for (uint64_t x = nb_list_load((NBBS_ATOMIC(uint64_t) *)&b->caches); x; x = nb_peek_u64(&cache_of(x)->next))
+            if (cache_of(x)->cgroup == g && NBBS_CARVE_ORDER >= NBBS_COUNT_ORDER && NBBS_CARVE_ORDER < G)
+                want += (uint64_t)cache_of(x)->cbal << NBBS_CARVE_ORDER;
+        for (unsigned o = NBBS_COUNT_ORDER; o < G; o++)
+            for (uint64_t gp = g << (G - o); gp < (g + 1) << (G - o); gp++)
+                if (is_block(b, b->max_order - o, gp))
+                    want -= UINT64_C(1) << o;
+        if (nb_count_peek(&b->gfree[g]) != want)
+            return -4;
+    }
+    return 0;
+}
+
 int nbbs_validate(const nbbs_t *b)
 {
     if (!b)
@@ -106,5 +129,5 @@ int nbbs_validate(const nbbs_t *b)
         if (rc < 0)
             return rc;
     }
-    return 0;
+    return check_counts(b);
 }

@@ -89,6 +89,16 @@ const ex_scenario_t ex_scenarios[] = {
       NBBS_LAYOUT_BUNCH, 9, 1, "", { "a0 a5 f1 f0", "a3 a6 f0 f1", "a4 a0 f0 f1" }, NULL, false, NULL, 0 },
     { "stale-bunch", "section 7 in the bunch layout: the marks one row apart",
       NBBS_LAYOUT_BUNCH, 9, 1, "8@0 8@1", { "a3 f0", "F0", "a3 f0" }, NULL, false, NULL, 0 },
+    /* Group free counts (nbbs_t.gfree): a scan passes by a group whose
+     * count is below the block it wants. Groups of order 4, order-3 blocks
+     * counted: thread 1's second allocation starts in group 1 (its hint, at
+     * the block its first one took) and reaches group 0 at its boundary,
+     * where block 0 may have come free. Planted bug 15 (the count raised
+     * after the release instead of before) is found here. */
+    { "count-tree", "group free counts: a scan reaches a group whose only free block a release is returning",
+      NBBS_LAYOUT_TREE, 5, 1, "3@0 3@1 3@2", { "F0", "a3 a3 f0 f1", "a0 f0" }, NULL, false, NULL, 4 },
+    { "count-bunch", "as count-tree in the bunch layout (depth 5), two trees",
+      NBBS_LAYOUT_BUNCH, 5, 2, "3@0 3@1 3@2 4@2 3@7", { "F0", "a3 a3 f0 f1", "a3 f0" }, NULL, false, NULL, 4 },
     { "stale-tree-8t", "8 threads: failed allocations inside two whole blocks, rollbacks racing with their releases",
       NBBS_LAYOUT_TREE, 3, 2, "3@0 3@1",
       { "F0", "F1", "a0 f0", "a1 f0", "a0 f0 a0 f1", "a2 f0", "a0 a0 f0 f1", "a1 f0 a0 f1" }, NULL, false, NULL, 0 },
@@ -628,6 +638,7 @@ static bool setup(const ex_scenario_t *s)
         bool ok = inst->lpw == 4 ? nbbs__bunch_take(inst, r, pos) : nbbs__tree_take(inst, r, pos);
         if (!ok)
             return false;
+        nbbs__count(inst, order, pos << order, false); /* as every taker of a named node does */
         atomic_store(&inst->index[pos << order], (uint8_t)(order + 1));
         blocks[nblocks++] = (mblock_t){ ARENA_BASE + ((uintptr_t)pos * MIN_BLOCK << order), order, B_LIVE, true, 0, 0 };
     }
