@@ -554,7 +554,6 @@ size_t nbbs_cache_drain(nbbs_cache_t *c)
 {
     if (!c)
         return 0;
-    cache_count_flush(c);
     size_t done = 0;
     for (unsigned k = 0; k < c->orders; k++) {
         NBBS_ATOMIC(uint64_t) *s = stack_of(c, k);
@@ -578,6 +577,7 @@ size_t nbbs_cache_drain(nbbs_cache_t *c)
             }
         }
     }
+    cache_count_flush(c); /* what the give-backs raised ahead and left: the counts are exact again */
     return done;
 }
 
