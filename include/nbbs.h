@@ -70,7 +70,18 @@ typedef struct nbbs_config {
     unsigned      group_order; /* blocks of this order are kept whole while smaller blocks fit
                                 * elsewhere (huge pages: 9 for 2 MiB of 4 KiB frames); 0 means
                                 * min(9, max_order); at most max_order */
+    unsigned      flags;       /* NBBS_GROUP_COUNTS or 0 */
 } nbbs_config_t;
+
+/* nbbs_config_t.flags: keep a free count per group (4 bytes of metadata per
+ * group), so that a search that fails, or succeeds near full, passes full
+ * groups by instead of looking at each of their positions. It costs an
+ * atomic add on each allocation and each free of a block of order 3 to
+ * group_order - 1; orders 0-2 cost nothing, and frame caches batch the adds
+ * for the blocks they carve. Meant for instances used through frame caches
+ * (a page-frame allocator under memory pressure): their small orders come
+ * from carved order-3 blocks. docs/design.md, "Group free counts". */
+#define NBBS_GROUP_COUNTS 1u
 
 /* Error code returned by nbbs_free, nbbs_alloc_at and nbbs_occupancy_map for
  * bad input. */

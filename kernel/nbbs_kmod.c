@@ -130,7 +130,10 @@ struct inst {
 
 static int inst_init(struct inst *in, nbbs_layout_t layout, unsigned int log)
 {
-	nbbs_config_t cfg = { .min_block = KT_FRAME_SIZE, .max_order = 0, .layout = layout };
+	/* Group free counts: the module's instances are page frames used
+	 * through per-CPU frame caches, as NBBS_GROUP_COUNTS is meant for. */
+	nbbs_config_t cfg = { .min_block = KT_FRAME_SIZE, .max_order = 0, .layout = layout,
+			      .flags = NBBS_GROUP_COUNTS };
 	size_t arena = (size_t)KT_FRAME_SIZE << log;
 	size_t msz = nbbs_meta_size(arena, &cfg);
 	void *aligned;
@@ -854,6 +857,9 @@ static void api_errors(nbbs_layout_t layout)
 	E(nbbs_meta_size(arena, &bad) == 0, "meta_size-max_order-too-big");
 	bad.max_order = 7; /* 128 frames > 64 */
 	E(nbbs_meta_size(arena, &bad) == 0, "meta_size-max-block-beyond-arena");
+	bad = cfg;
+	bad.flags = 2;
+	E(nbbs_meta_size(arena, &bad) == 0, "meta_size-flag-unknown");
 
 	/* nbbs_init refuses bad arguments and writes nothing */
 	E(nbbs_init(NULL, msz, base, arena, &cfg) == NULL, "init-meta-NULL");

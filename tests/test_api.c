@@ -63,6 +63,15 @@ static void test_config(nbbs_layout_t lay)
     c.group_order = 7;
     CHECK(nbbs_init(m, 1 << 16, (void *)(uintptr_t)0x100000, 1 << 20, &c) == NULL);
     free(m);
+    c.group_order = 0;
+    c.flags = NBBS_GROUP_COUNTS;
+    size_t counted = nbbs_meta_size(1 << 20, &c);
+    c.flags = 0;
+    CHECK(counted > nbbs_meta_size(1 << 20, &c));        /* the counts take metadata */
+    c.flags = 2;
+    CHECK_EQ(nbbs_meta_size(1 << 20, &c), 0);            /* an unknown flag */
+    c.flags = NBBS_GROUP_COUNTS | 4;
+    CHECK_EQ(nbbs_meta_size(1 << 20, &c), 0);
 }
 
 static void test_init_errors(nbbs_layout_t lay)
@@ -585,7 +594,11 @@ static void test_last_free(nbbs_layout_t lay)
 static void test_group_counts(nbbs_layout_t lay)
 {
     nbbs_config_t c = { .min_block = 4096, .max_order = 6, .layout = lay, .group_order = 5 };
-    nbbs_t *b = nbbs_create(NBBS_TU_FAKE_BASE, (size_t)4096 << 7, &c); /* 2 trees, 4 groups of 32 leaves */
+    nbbs_t *b = nbbs_create(NBBS_TU_FAKE_BASE, (size_t)4096 << 7, &c);
+    CHECK(b != NULL && b->gfree == NULL);                /* no counts unless asked for */
+    nbbs_destroy(b);
+    c.flags = NBBS_GROUP_COUNTS;
+    b = nbbs_create(NBBS_TU_FAKE_BASE, (size_t)4096 << 7, &c); /* 2 trees, 4 groups of 32 leaves */
     CHECK(b != NULL);
     if (!b)
         return;

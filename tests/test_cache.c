@@ -53,9 +53,15 @@ typedef struct {
     size_t  meta_size;
 } inst_t;
 
+/* Every other instance keeps group free counts (NBBS_GROUP_COUNTS, the
+ * setting frame caches are meant for), so each test runs in both modes
+ * across the layouts and the runs: the caches' balance in the counts, and
+ * their paths without counts. */
 static inst_t make(nbbs_layout_t lay, char *base, size_t arena, size_t min_block, unsigned max_order)
 {
-    nbbs_config_t c = { .min_block = min_block, .max_order = max_order, .layout = lay };
+    static unsigned made;
+    nbbs_config_t c = { .min_block = min_block, .max_order = max_order, .layout = lay,
+                        .flags = made++ & 1 ? NBBS_GROUP_COUNTS : 0 };
     inst_t in;
     in.meta_size = nbbs_meta_size(arena, &c);
     CHECK(in.meta_size > 0);

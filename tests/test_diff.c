@@ -82,10 +82,12 @@ static void run_seed(unsigned long long seed, long ops)
     nbbs_config_t c = { .min_block = min_block, .max_order = max_order, .layout = lay };
     if (max_order == 0)
         max_order = fit; /* 0 means as large as the arena allows */
-    /* Groups of any order (0: the default): with groups of order 4 and up,
-     * the group free counts let scans pass groups by, and a pass-by that
-     * skipped a free block would show here as a wrong failure. */
+    /* Groups of any order (0: the default), with or without group free
+     * counts: with counts and groups of order 4 and up, scans pass groups
+     * by, and a pass-by that skipped a free block would show here as a
+     * wrong failure. */
     c.group_order = (unsigned)(nbbs_tu_rand(&rs) % (max_order + 1));
+    c.flags = nbbs_tu_rand(&rs) & 1 ? NBBS_GROUP_COUNTS : 0;
     size_t arena = (size_t)nleaves * min_block;
     nbbs_t *b = nbbs_create(FAKE_BASE, arena, &c);
     CHECK(b != NULL);

@@ -12,7 +12,7 @@ void *nbbs_alloc_order(nbbs_t *b, unsigned order)
         return NULL;
     /* Frames held by caches count as free: FN(alloc) that finds none
      * reclaims them (nbbs__reclaim). */
-    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order, true) : nbbs__tree_alloc(b, order, true);
+    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order, NBBS_SCAN_RECLAIM) : nbbs__tree_alloc(b, order, NBBS_SCAN_RECLAIM);
 }
 
 void *nbbs_alloc(nbbs_t *b, size_t size)
@@ -21,7 +21,7 @@ void *nbbs_alloc(nbbs_t *b, size_t size)
         return NULL;
     uint64_t units = ((uint64_t)size + b->min_block - 1) >> b->min_shift;
     unsigned order = units <= 1 ? 0 : 64u - (unsigned)__builtin_clzll(units - 1);
-    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order, true) : nbbs__tree_alloc(b, order, true);
+    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order, NBBS_SCAN_RECLAIM) : nbbs__tree_alloc(b, order, NBBS_SCAN_RECLAIM);
 }
 
 /* The named node's try-allocate (FN(take): the claim and the climb that the

@@ -153,6 +153,20 @@ static inline bool enclosed_live(const nbbs_t *b, uint64_t g0, uint8_t prev)
     return false;
 }
 
+/* A block of this order from the tree's search for the cache: one of the
+ * carve order stays on its group's free count, on this cache's balance
+ * (cache_count_take), instead of an RMW that takes it off. */
+static void *tree_take(nbbs_cache_t *c, unsigned order)
+{
+    nbbs_t *b = c->b;
+    if (order != NBBS_CARVE_ORDER || !b->gfree)
+        return nbbs__tree_or_bunch_alloc(b, order);
+    void *p = nbbs__tree_or_bunch_alloc_uncounted(b, order);
+    if (p)
+        cache_count_take(c, (uint64_t)((uintptr_t)p - b->base) >> b->min_shift);
+    return p;
+}
+
 /* The block of the carve order at c->cursor[order], taken in place (one claim
  * and the climb, no search), if the block before it is still carved (so
  * its group is in use: taking here breaks no free group) and both lie in
@@ -327,7 +341,7 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
             if (inplace) /* FN(take) leaves the group's free count to its caller: the balance */
                 cache_count_take(c, (uint64_t)((uintptr_t)p - b->base) >> b->min_shift);
             if (!p)
-                p = nbbs__tree_or_bunch_alloc(b, NBBS_CARVE_ORDER);
+                p = tree_take(c, NBBS_CARVE_ORDER);
             if (!p) {
                 tree_short(c, NBBS_CARVE_ORDER);
                 break;
@@ -406,7 +420,7 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
         }
     }
     if (!first) {
-        first = nbbs__tree_or_bunch_alloc(b, order);
+        first = tree_take(c, order);
         if (!first) {
             tree_short(c, order);
             return nbbs__reclaim(b, order);
@@ -418,7 +432,7 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
             want = 1;
         }
         while (n + 1 < want) {
-            void *p = nbbs__tree_or_bunch_alloc(b, order);
+            void *p = tree_take(c, order);
             if (!p) {
                 tree_short(c, order);
                 break;

@@ -108,6 +108,8 @@ static inline void cache_count_flush(nbbs_cache_t *c)
  * count, on this cache's balance. Owner only. */
 static inline void cache_count_take(nbbs_cache_t *c, uint64_t g0)
 {
+    if (!c->b->gfree)
+        return; /* no counts kept (NBBS_GROUP_COUNTS) */
     uint64_t g = g0 >> c->b->group_order;
     if (g != c->cgroup) {
         cache_count_flush(c);
@@ -123,7 +125,7 @@ static inline void cache_count_take(nbbs_cache_t *c, uint64_t g0)
  * raise ahead and give back what they did not use), for it and
  * CACHE_COVER_AHEAD more blocks if the group is the balance's (blocks
  * given back in a row, as a drain of a sequential free does). The caller
- * uses one unit up if the block went back. Owner only. */
+ * uses one unit up if the block went back. Owner only; counts kept. */
 static inline void cache_count_cover(nbbs_cache_t *c, uint64_t g0)
 {
     uint64_t g = g0 >> c->b->group_order;

@@ -11,7 +11,7 @@ static unsigned log2_floor(uint64_t x) { return 63u - (unsigned)__builtin_clzll(
 
 bool nbbs__geometry(size_t arena_size, const nbbs_config_t *cfg, nbbs_geom_t *g)
 {
-    nbbs_config_t c = { 0, 0, 0, 0 };
+    nbbs_config_t c = { 0, 0, 0, 0, 0 };
     if (cfg)
         c = *cfg;
     if (c.min_block == 0)
@@ -19,6 +19,8 @@ bool nbbs__geometry(size_t arena_size, const nbbs_config_t *cfg, nbbs_geom_t *g)
     if (c.layout == 0)
         c.layout = NBBS_LAYOUT_BUNCH;
     if (c.layout != NBBS_LAYOUT_TREE && c.layout != NBBS_LAYOUT_BUNCH)
+        return false;
+    if (c.flags & ~NBBS_GROUP_COUNTS)
         return false;
     if (c.min_block < 8 || (c.min_block & (c.min_block - 1)))
         return false;
@@ -60,7 +62,7 @@ bool nbbs__geometry(size_t arena_size, const nbbs_config_t *cfg, nbbs_geom_t *g)
                                    : g->max_order < NBBS_GROUP_ORDER ? g->max_order : NBBS_GROUP_ORDER;
     g->ngroups = g->ntrees << (g->max_order - g->group_order);
     g->hole_bytes = ALIGN_UP((size_t)((g->ngroups + 63) / 64) * sizeof(uint64_t), NBBS_META_ALIGN);
-    g->count_bytes = ALIGN_UP((size_t)g->ngroups * sizeof(uint32_t), NBBS_META_ALIGN);
+    g->count_bytes = c.flags & NBBS_GROUP_COUNTS ? ALIGN_UP((size_t)g->ngroups * sizeof(uint32_t), NBBS_META_ALIGN) : 0;
     g->stray_bytes = ALIGN_UP((size_t)(((g->nleaves >> NBBS_CARVE_ORDER) + 63) / 64) * sizeof(uint64_t),
                               NBBS_META_ALIGN);
     g->meta_size = NBBS_HEADER_BYTES(g->max_order) + g->hint_bytes + g->hole_bytes + g->stray_bytes +
@@ -174,9 +176,12 @@ nbbs_t *nbbs_init(void *meta, size_t meta_size, void *base, size_t arena_size,
     b->index = (NBBS_ATOMIC(uint8_t) *)(p + ALIGN_UP(g.tree_bytes, NBBS_META_ALIGN));
     for (uint64_t i = 0; i < g.nleaves; i++)
         nb_init_store(&b->index[i], 0);
-    b->gfree = (NBBS_ATOMIC(uint32_t) *)((char *)b->index + ALIGN_UP(g.index_bytes, NBBS_META_ALIGN));
-    for (uint64_t i = 0; i < g.ngroups; i++)
-        nb_init_store(&b->gfree[i], (uint32_t)1 << g.group_order);
+    b->gfree = NULL;
+    if (g.count_bytes) {
+        b->gfree = (NBBS_ATOMIC(uint32_t) *)((char *)b->index + ALIGN_UP(g.index_bytes, NBBS_META_ALIGN));
+        for (uint64_t i = 0; i < g.ngroups; i++)
+            nb_init_store(&b->gfree[i], (uint32_t)1 << g.group_order);
+    }
 
     mark_tail(b);
     nbbs_atomic_fence(NBBS_MO_SEQ_CST); /* publish before the pointer escapes */

@@ -128,7 +128,8 @@ struct nbbs {
     void                  *words; /* NBBS_ATOMIC(uint8_t)[] (TREE) or (uint64_t)[] (BUNCH) */
     NBBS_ATOMIC(uint8_t)  *index; /* per leaf: order + 1 of the live block starting there, or 0 */
     NBBS_ATOMIC(uint32_t) *gfree; /* per group: at least the leaves in its free blocks of orders
-                                   * NBBS_COUNT_ORDER to group_order - 1 (nbbs__count) */
+                                   * NBBS_COUNT_ORDER to group_order - 1 (nbbs__count); NULL
+                                   * without NBBS_GROUP_COUNTS */
     nbbs_level_t level[];         /* per level 0..max_order: derived from the rows (nbbs_init) */
 };
 
@@ -147,11 +148,13 @@ typedef struct nbbs_geom {
 /* Fills g; returns false if the configuration is invalid. */
 bool nbbs__geometry(size_t arena_size, const nbbs_config_t *cfg, nbbs_geom_t *g);
 
-/* Layout-specific halves, generated from nbbs_core.inc. */
-void *nbbs__tree_alloc(nbbs_t *b, unsigned order, bool reclaim);
+/* Layout-specific halves, generated from nbbs_core.inc. how: NBBS_SCAN_*. */
+#define NBBS_SCAN_RECLAIM   1u /* no block found: return nbbs__reclaim's */
+#define NBBS_SCAN_UNCOUNTED 2u /* the caller takes the block off its group's free count (a frame cache's balance) */
+void *nbbs__tree_alloc(nbbs_t *b, unsigned order, unsigned how);
 void  nbbs__tree_release(const nbbs_t *b, unsigned r, uint64_t gp);
 bool  nbbs__tree_take(const nbbs_t *b, unsigned r, uint64_t gp);
-void *nbbs__bunch_alloc(nbbs_t *b, unsigned order, bool reclaim);
+void *nbbs__bunch_alloc(nbbs_t *b, unsigned order, unsigned how);
 void  nbbs__bunch_release(const nbbs_t *b, unsigned r, uint64_t gp);
 bool  nbbs__bunch_take(const nbbs_t *b, unsigned r, uint64_t gp);
 
@@ -163,7 +166,15 @@ static inline bool nbbs__is_bunch(const nbbs_t *b) { return b->lpw == 4; }
  * keep across the call.) */
 static inline void *nbbs__tree_or_bunch_alloc(nbbs_t *b, unsigned order)
 {
-    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order, false) : nbbs__tree_alloc(b, order, false);
+    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order, 0) : nbbs__tree_alloc(b, order, 0);
+}
+
+/* As nbbs__tree_or_bunch_alloc, the block left on its group's free count
+ * for the caller to take off (a frame cache's refill: cache_count_take). */
+static inline void *nbbs__tree_or_bunch_alloc_uncounted(nbbs_t *b, unsigned order)
+{
+    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order, NBBS_SCAN_UNCOUNTED)
+                             : nbbs__tree_alloc(b, order, NBBS_SCAN_UNCOUNTED);
 }
 
 /* Under pressure (the tree found no block of order): take a block of that
@@ -243,6 +254,8 @@ static inline uint64_t nbbs__leaf_of(const nbbs_t *b, const void *p)
  * scan for order k may pass by a group whose count is below 2^k: no free
  * block of order k is in it. (A claim that is undone is never counted: it
  * may lie inside a live block whose leaves are off the count already.)
+ * Kept only with NBBS_GROUP_COUNTS (gfree not NULL): the adds cost the
+ * paper's workloads (8-byte units, sizes 8 B to 1 KiB) 7-20 % per pair.
  * Orders below NBBS_COUNT_ORDER are not counted: their allocations and
  * frees pay no RMW (an uncontended lock add cost BUNCH's order-0 pair 15 %),
  * and their leaves only make a count high. A frame cache's small orders
@@ -253,7 +266,7 @@ _Static_assert(NBBS_COUNT_ORDER <= NBBS_CARVE_ORDER, "carved blocks must be coun
 
 static inline void nbbs__count_n(const nbbs_t *b, unsigned order, uint64_t leaf, uint32_t n, bool back)
 {
-    if (order >= NBBS_COUNT_ORDER && order < b->group_order) {
+    if (b->gfree && order >= NBBS_COUNT_ORDER && order < b->group_order) {
         n <<= order;
         nb_count_add(&b->gfree[leaf >> b->group_order], back ? n : (uint32_t)0 - n);
     }

@@ -102,7 +102,7 @@ static int check_carved(const nbbs_t *b)
 static int check_counts(const nbbs_t *b)
 {
     unsigned G = b->group_order;
-    for (uint64_t g = 0; g < b->ngroups; g++) {
+    for (uint64_t g = 0; b->gfree && g < b->ngroups; g++) {
         uint64_t want = UINT64_C(1) << G;
         for (uint64_t x = nb_list_load((NBBS_ATOMIC(uint64_t) *)&b->caches); x; x = nb_peek_u64(&cache_of(x)->next))
             if (cache_of(x)->cgroup == g && NBBS_CARVE_ORDER >= NBBS_COUNT_ORDER && NBBS_CARVE_ORDER < G)

@@ -619,8 +619,11 @@ static void parse(const ex_scenario_t *s)
 
 static bool setup(const ex_scenario_t *s)
 {
+    /* Group free counts in every scenario: their updates and the scan's
+     * pass-by interleave with everything else (without them the core runs
+     * the same steps less those). */
     nbbs_config_t cfg = { .min_block = MIN_BLOCK, .max_order = s->max_order, .layout = s->layout,
-                          .group_order = s->group_order };
+                          .group_order = s->group_order, .flags = NBBS_GROUP_COUNTS };
     size_t arena = (size_t)MIN_BLOCK * s->ntrees << s->max_order;
     scn = s;
     inst = nbbs_init(meta, sizeof meta, (void *)ARENA_BASE, arena, &cfg);

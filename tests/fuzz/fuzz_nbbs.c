@@ -167,6 +167,7 @@ static nbbs_t *configure(const uint8_t *d, size_t *meta_size)
     uint64_t leaves = 1 + ((uint64_t)d[2] | (uint64_t)(d[3] & 0x03) << 8) % MAX_LEAVES;
     c.max_order = d[4] % (log2u(leaves) + 1);
     c.group_order = (unsigned)(d[0] >> 1) % (c.max_order + 1); /* 0: the default */
+    c.flags = d[1] >= 128 ? NBBS_GROUP_COUNTS : 0;
     size_t arena = (size_t)leaves << shift;
     uintptr_t base = (uintptr_t)1 << 40;
 
