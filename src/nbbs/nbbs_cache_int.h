@@ -73,12 +73,14 @@ struct nbbs_cache {
     /* Per order below the carve order: a carved word of free frames of that
      * order, as a refill writes it (built once, in memory order). */
     uint64_t               pattern[NBBS_CARVE_ORDER];
-    /* This cache's balance in group cgroup's free count: how many carved
-     * blocks' leaves (CARVE_LEAVES each) the count holds above the truth
-     * on its account. A block taken in place (take_next) adds one instead
-     * of an RMW that takes it off; a carved block this cache gives back
-     * uses one up instead of an RMW that puts it back before the release
-     * (cache_cover raises CACHE_COVER_AHEAD more when none is left). The
+    /* This cache's balance in group cgroup's free count: how many blocks of
+     * the carve order (CARVE_LEAVES leaves each) the count holds above the
+     * truth on its account. A block of that order the refill takes (in
+     * place, take_next, or by a search: tree_take) adds one instead of an
+     * RMW that takes it off; one this cache gives back (carved or cached
+     * whole) uses one up instead of an RMW that puts it back before the
+     * release (cache_count_cover raises CACHE_COVER_AHEAD more when none is
+     * left). Meaningful only with counts kept for that order. The
      * balance goes to the count in one RMW when the cache moves on to
      * another group, finds the tree short, or drains (cache_count_flush).
      * Never negative, so a count is never below the truth; a count high
@@ -104,8 +106,8 @@ static inline void cache_count_flush(nbbs_cache_t *c)
     c->cbal = 0;
 }
 
-/* A carved block at leaf g0 was taken in place: its leaves stay on the
- * count, on this cache's balance. Owner only. */
+/* A block of the carve order at leaf g0 was taken for the cache: its
+ * leaves stay on the count, on this cache's balance. Owner only. */
 static inline void cache_count_take(nbbs_cache_t *c, uint64_t g0)
 {
     if (!c->b->gfree)
