@@ -338,8 +338,6 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
         for (unsigned g = 0; g < groups; g++) {
             void *p = take_next(c, order);
             inplace = p != NULL;
-            if (inplace) /* FN(take) leaves the group's free count to its caller: the balance */
-                cache_count_take(c, (uint64_t)((uintptr_t)p - b->base) >> b->min_shift);
             if (!p)
                 p = tree_take(c, NBBS_CARVE_ORDER);
             if (!p) {
@@ -347,6 +345,8 @@ static __attribute__((__noinline__)) void *refill(nbbs_cache_t *c, unsigned orde
                 break;
             }
             uint64_t g0 = (uint64_t)((uintptr_t)p - b->base) >> b->min_shift;
+            if (inplace) /* FN(take) leaves the group's free count to its caller: the balance */
+                cache_count_take(c, g0);
             c->cursor[order] = g0 + CARVE_LEAVES;
             if (!g)
                 home = g0 >> b->group_order;

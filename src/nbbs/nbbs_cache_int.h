@@ -127,14 +127,18 @@ static inline void cache_count_take(nbbs_cache_t *c, uint64_t g0)
  * raise ahead and give back what they did not use), for it and
  * CACHE_COVER_AHEAD more blocks if the group is the balance's (blocks
  * given back in a row, as a drain of a sequential free does). The caller
- * uses one unit up if the block went back. Owner only; counts kept. */
-static inline void cache_count_cover(nbbs_cache_t *c, uint64_t g0)
+ * uses one unit up if the block went back. Owner only. Returns whether the
+ * balance covers the block: false with no cache (c NULL: another thread's
+ * give-back) or no counts kept, and the caller counts as nbbs_free does. */
+static inline bool cache_count_cover(nbbs_cache_t *c, uint64_t g0)
 {
+    if (!c || !c->b->gfree)
+        return false;
     uint64_t g = g0 >> c->b->group_order;
     uint32_t n = 1;
     if (g == c->cgroup) {
         if (c->cbal)
-            return;
+            return true;
         n += CACHE_COVER_AHEAD;
     } else {
         cache_count_flush(c);
@@ -142,6 +146,7 @@ static inline void cache_count_cover(nbbs_cache_t *c, uint64_t g0)
     }
     nbbs__count_n(c->b, NBBS_CARVE_ORDER, g0, n, true);
     c->cbal = n;
+    return true;
 }
 
 /* The region of c->lost that carved block g (a leaf / 8) falls in: regions

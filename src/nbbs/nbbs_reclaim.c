@@ -66,9 +66,7 @@ size_t nbbs__give_back(nbbs_t *b, nbbs_cache_t *owner, nbbs_cache_t *bal, NBBS_A
             x.w = nb_load_u64(carve_word(b, g0));
             unsigned m = 0;
             if (carve_all_free(x)) { /* a look first: most fail */
-                bool cover = bal && b->gfree;
-                if (cover)
-                    cache_count_cover(bal, g0);
+                bool cover = cache_count_cover(bal, g0);
                 m = nbbs__carve_merge(b, g0, cover);
                 if (m && cover)
                     bal->cbal--;
@@ -79,9 +77,8 @@ size_t nbbs__give_back(nbbs_t *b, nbbs_cache_t *owner, nbbs_cache_t *bal, NBBS_A
             else if (!m && !remember_part(owner, order, g0))
                 stranded = true;
         } else if (nb_cas_u8(&b->index[leaf], &v, 0)) {
-            if (order == NBBS_CARVE_ORDER && bal && b->gfree) {
-                /* A whole block of the carve order: the balance's unit. */
-                cache_count_cover(bal, leaf);
+            /* A whole block of the carve order: the balance's unit. */
+            if (order == NBBS_CARVE_ORDER && cache_count_cover(bal, leaf)) {
                 nbbs__free_leaf_covered(b, leaf, order);
                 bal->cbal--;
             } else {

@@ -105,7 +105,7 @@ static int check_counts(const nbbs_t *b)
     for (uint64_t g = 0; b->gfree && g < b->ngroups; g++) {
         uint64_t want = UINT64_C(1) << G;
         for (uint64_t x = nb_list_load((NBBS_ATOMIC(uint64_t) *)&b->caches); x; x = nb_peek_u64(&cache_of(x)->next))
-            if (cache_of(x)->cgroup == g && NBBS_CARVE_ORDER >= NBBS_COUNT_ORDER && NBBS_CARVE_ORDER < G)
+            if (cache_of(x)->cgroup == g && NBBS_CARVE_ORDER < G) /* counted (NBBS_COUNT_ORDER <= it) */
                 want += (uint64_t)cache_of(x)->cbal << NBBS_CARVE_ORDER;
         for (unsigned o = NBBS_COUNT_ORDER; o < G; o++)
             for (uint64_t gp = g << (G - o); gp < (g + 1) << (G - o); gp++)
