@@ -145,7 +145,7 @@ typedef struct bench_thread {
     uint64_t   req_bytes, got_bytes;     /* internal fragmentation of successful allocations */
     uint64_t   t_begin, t_end;           /* measured region, ns */
     uint64_t   cpu_begin, cpu_end;       /* the thread's CPU time over the same region */
-    uint64_t   rq_ns;                    /* run-queue wait (schedstat) from the start barrier to bench_end */
+    uint64_t   rq_ns;                    /* run-queue wait (schedstat) from the start to bench_end */
     long       vcsw;                     /* voluntary context switches (sleeps) in the measured region */
     bench_atomics_t at_begin, atomics;   /* counting build only */
     void      *priv;                     /* workload's per-thread state */

@@ -8,9 +8,11 @@
  */
 #include <fcntl.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runner.h"
@@ -152,11 +154,72 @@ static long peak_rss_kb(void)
  * One run
  * ------------------------------------------------------------------------ */
 
+/* The start line. A thread the allocator has seen says so (ready) and spins
+ * there, yielding, until main lets every thread go at once. Main does so when
+ * each thread was last seen on a CPU of its own, or after START_SETTLE_NS,
+ * or at once when the threads outnumber the CPUs or are pinned. A futex
+ * barrier instead wakes the sleepers wherever the scheduler's wake-up path
+ * puts them: on a 2-CPU machine it often put the first thread behind the
+ * last one's CPU while the other CPU idled, and a 2 ms run then measured one
+ * thread after the other (start_skew_us the length of a whole thread's run,
+ * for every malloc alike; docs/nbmalloc.md, "The start line"). Spinning
+ * threads stay runnable, so the load balancer spreads them before the clock
+ * starts. */
+#define START_SETTLE_NS 20000000ull
+
+typedef struct start_line {
+    _Atomic int ready;
+    _Atomic int go;
+} start_line_t;
+
 typedef struct thread_arg {
     const bench_workload_t *w;
     bench_thread_t         *t;
     int                     cpu; /* pinned: the CPU to run on, then the one it ran on (sched_getcpu) */
+    start_line_t           *line;
+    _Atomic int             at;  /* at the start line: the CPU it was last seen on */
 } thread_arg_t;
+
+static void start_line_wait(start_line_t *sl, thread_arg_t *ta)
+{
+    atomic_store_explicit(&ta->at, sched_getcpu(), memory_order_relaxed);
+    atomic_fetch_add_explicit(&sl->ready, 1, memory_order_seq_cst);
+    while (!atomic_load_explicit(&sl->go, memory_order_acquire)) {
+        sched_yield();
+        atomic_store_explicit(&ta->at, sched_getcpu(), memory_order_relaxed);
+    }
+}
+
+static void sleep_us(long us)
+{
+    struct timespec ts = { .tv_sec = 0, .tv_nsec = us * 1000 };
+    nanosleep(&ts, NULL);
+}
+
+/* Main: waits for every thread at the line, then (unpinned, T <= the CPUs)
+ * until they sit on distinct CPUs or START_SETTLE_NS has passed; then go. */
+static void start_line_release(start_line_t *sl, thread_arg_t *args, int nthreads, int settle)
+{
+    while (atomic_load_explicit(&sl->ready, memory_order_seq_cst) < nthreads)
+        sleep_us(20);
+    uint64_t deadline = bench_now_ns() + START_SETTLE_NS;
+    while (settle && bench_now_ns() < deadline) {
+        cpu_set_t seen;
+        CPU_ZERO(&seen);
+        int distinct = 1;
+        for (int i = 0; i < nthreads && distinct; i++) {
+            int c = atomic_load_explicit(&args[i].at, memory_order_relaxed);
+            if (c < 0 || c >= CPU_SETSIZE || CPU_ISSET(c, &seen))
+                distinct = 0;
+            else
+                CPU_SET(c, &seen);
+        }
+        if (distinct)
+            break;
+        sleep_us(50);
+    }
+    atomic_store_explicit(&sl->go, 1, memory_order_release);
+}
 
 /* The CPUs the process may use (sched_getaffinity at the first run), in
  * ascending order: --pin places threads on these. */
@@ -207,8 +270,8 @@ static void *thread_main(void *arg)
     }
     if (a->thread_attach && !(t->inst = a->thread_attach(t->run->inst, t->id)))
         die("%s: thread_attach failed for thread %d", a->name, t->id);
-    rq_start = rq_wait_now(); /* a thread waiting for a core after the barrier delays the run too */
-    bench_barrier(t);
+    start_line_wait(ta->line, ta);
+    rq_start = rq_wait_now(); /* a thread waiting for a core after the start delays the run too */
     ta->w->thread(t);
     if (a->thread_detach)
         a->thread_detach(t->run->inst, t->inst);
@@ -297,8 +360,9 @@ static int run_once(const bench_workload_t *w, const bench_allocator_t *a, const
     memset(r.threads, 0, sizeof(bench_thread_t) * (size_t)nthreads);
     pthread_barrier_init(&r.barrier, NULL, (unsigned)nthreads);
     int pinned = 0;
+    start_line_t line = { 0 };
+    pin_init();
     if (opt.pin != BENCH_PIN_NONE) {
-        pin_init();
         pinned = nthreads >= 2 && pin_ncpu >= 2;
         static int said;
         if (!pinned && !opt.quiet && !said++)
@@ -316,10 +380,11 @@ static int run_once(const bench_workload_t *w, const bench_allocator_t *a, const
         t->inst = r.inst;
         t->a = a;
         t->rng = nbbs_tu_seed(opt.seed ^ ((uint64_t)rep << 32) ^ (uint64_t)i * 7919u);
-        args[i] = (thread_arg_t){ .w = w, .t = t, .cpu = pinned ? pin_cpu(opt.pin, i, nthreads, pin_ncpu) : -1 };
+        args[i] = (thread_arg_t){ .w = w, .t = t, .cpu = pinned ? pin_cpu(opt.pin, i, nthreads, pin_ncpu) : -1, .line = &line, .at = -1 };
         if (pthread_create(&tids[i], NULL, thread_main, &args[i]) != 0)
             die("pthread_create failed");
     }
+    start_line_release(&line, args, nthreads, !pinned && nthreads >= 2 && nthreads <= pin_ncpu);
     for (int i = 0; i < nthreads; i++)
         pthread_join(tids[i], NULL);
     getrusage(RUSAGE_SELF, &ru1);

@@ -56,7 +56,7 @@ typedef struct run_result {
     long     peak_rss_kb;
     double   minflt;       /* minor page faults of the process during the run */
     double   start_skew_us; /* last thread's start of the measured region after the first's */
-    double   rq_wait_us;   /* threads' run-queue wait from the start barrier to their end, summed (-1: unknown) */
+    double   rq_wait_us;   /* threads' run-queue wait from the start to their end, summed (-1: unknown) */
     double   vcsw;         /* threads' voluntary context switches in the measured region, summed (-1: unknown) */
     int      pinned;       /* the threads were pinned (--pin, T >= 2 and two CPUs or more) */
     char     pin_cpus[64]; /* when pinned: the CPU each thread ran on after pinning, "0,1,0,1" (cut at 63) */
