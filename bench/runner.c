@@ -156,8 +156,9 @@ static long peak_rss_kb(void)
 
 /* The start line. A thread the allocator has seen says so (ready) and spins
  * there, yielding, until main lets every thread go at once. Main does so when
- * each thread was last seen on a CPU of its own, or after START_SETTLE_NS,
- * or at once when the threads outnumber the CPUs or are pinned. A futex
+ * the threads were last seen spread over the CPUs (each on a CPU of its own
+ * when T <= CPUs), or after START_SETTLE_NS, or at once when they are
+ * pinned. A futex
  * barrier instead wakes the sleepers wherever the scheduler's wake-up path
  * puts them: on a 2-CPU machine it often put the first thread behind the
  * last one's CPU while the other CPU idled, and a 2 ms run then measured one
@@ -196,25 +197,24 @@ static void sleep_us(long us)
     nanosleep(&ts, NULL);
 }
 
-/* Main: waits for every thread at the line, then (unpinned, T <= the CPUs)
- * until they sit on distinct CPUs or START_SETTLE_NS has passed; then go. */
-static void start_line_release(start_line_t *sl, thread_arg_t *args, int nthreads, int settle)
+/* Main: waits for every thread at the line, then (unpinned, 2+ threads)
+ * until no CPU was last seen holding more than ceil(T / ncpu) of them (T <=
+ * ncpu: each on a CPU of its own) or START_SETTLE_NS has passed; then go. */
+static void start_line_release(start_line_t *sl, thread_arg_t *args, int nthreads, int ncpu, int settle)
 {
     while (atomic_load_explicit(&sl->ready, memory_order_seq_cst) < nthreads)
         sleep_us(20);
+    const int most = (nthreads + ncpu - 1) / ncpu;
     uint64_t deadline = bench_now_ns() + START_SETTLE_NS;
     while (settle && bench_now_ns() < deadline) {
-        cpu_set_t seen;
-        CPU_ZERO(&seen);
-        int distinct = 1;
-        for (int i = 0; i < nthreads && distinct; i++) {
+        unsigned short held[CPU_SETSIZE];
+        memset(held, 0, sizeof held);
+        int spread = 1;
+        for (int i = 0; i < nthreads && spread; i++) {
             int c = atomic_load_explicit(&args[i].at, memory_order_relaxed);
-            if (c < 0 || c >= CPU_SETSIZE || CPU_ISSET(c, &seen))
-                distinct = 0;
-            else
-                CPU_SET(c, &seen);
+            spread = c >= 0 && c < CPU_SETSIZE && ++held[c] <= most;
         }
-        if (distinct)
+        if (spread)
             break;
         sleep_us(50);
     }
@@ -384,7 +384,7 @@ static int run_once(const bench_workload_t *w, const bench_allocator_t *a, const
         if (pthread_create(&tids[i], NULL, thread_main, &args[i]) != 0)
             die("pthread_create failed");
     }
-    start_line_release(&line, args, nthreads, !pinned && nthreads >= 2 && nthreads <= pin_ncpu);
+    start_line_release(&line, args, nthreads, pin_ncpu, !pinned && nthreads >= 2);
     for (int i = 0; i < nthreads; i++)
         pthread_join(tids[i], NULL);
     getrusage(RUSAGE_SELF, &ru1);
