@@ -738,6 +738,33 @@ def ratio_cell(x, limit):
     return f"{x:.2f}" + (" ✓" if x <= limit else " ✗")
 
 
+def xcpu_line(outdir, lines):
+    """run.sh's bench/xcpu probes (xcpu.txt: before the front-end runs and
+    after each workload's): what a cache line cost to move between the two
+    CPUs while these cells ran."""
+    path = os.path.join(outdir, "xcpu.txt")
+    if not os.path.exists(path):
+        return
+    probes = []  # (when, round trip ns)
+    for ln in open(path):
+        f = dict(x.split("=", 1) for x in ln.split() if "=" in x)
+        try:
+            rt = float(f.get("round_trip_ns", "-1"))
+        except ValueError:
+            continue
+        if rt > 0:
+            probes.append((f.get("when", "?"), rt))
+    if not probes:
+        return
+    v = sorted(rt for _, rt in probes)
+    each = ", ".join(f"{w} {rt:.0f}" for w, rt in probes)
+    lines.append(f"Cross-CPU cache-line round trip (`bench/xcpu`: two threads pinned on two CPUs pass one line back "
+                 f"and forth; median of 7 trials per probe), probed before the runs and after each workload's: "
+                 f"median {statistics.median(v):.0f} ns, {v[0]:.0f}–{v[-1]:.0f} over {len(v)} probes ({each}). "
+                 "Every cross-thread hand-off pays about half of it; on a virtual machine the host may move the "
+                 "vCPUs between cores that share a cache and cores that do not while the cells run.\n")
+
+
 def frontend_section(outdir, lines, plots, notes):
     def part(path):  # frontend-<label>-<part>.json, parts in run order
         stem = os.path.basename(path)[:-5].rsplit("-", 1)
@@ -776,6 +803,7 @@ def frontend_section(outdir, lines, plots, notes):
     if not docs:
         return
     lines.append(f"Machine: {machine_line(docs[0])}.\n")
+    xcpu_line(outdir, lines)
     labels = [d["label"] for d in docs]
     rounds = sorted({len(r["runs"]) for d in docs for r in d["results"]})
     if procs:

@@ -115,7 +115,7 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 cmake --build "$BUILD" --target nbbs-bench nbbs-bench-count
 # Other engineers' programs the comparison uses; absent or broken is not fatal.
-cmake --build "$BUILD" --target lockfree_list memreturn
+cmake --build "$BUILD" --target lockfree_list memreturn xcpu
 # nbmalloc is this project's own: built unconditionally, a failure is fatal.
 # (It was looked up first with `ninja -t targets all | grep -q`: once that
 # listing outgrew the pipe's 64 KiB, grep's early exit killed ninja with
@@ -133,7 +133,8 @@ PY=.venv/bin/python
 [ -x "$PY" ] || PY=python3
 if [ "$MAIN_ONLY" != 1 ]; then
   [ "$FRONTEND_ONLY" = 1 ] || rm -f "$OUT"/backend-*.json "$OUT"/count.json
-  rm -f "$OUT"/frontend-*.json "$OUT"/pinned-*.json "$OUT"/memreturn-*.json "$OUT"/lockfree_list.txt "$OUT"/notes.txt
+  rm -f "$OUT"/frontend-*.json "$OUT"/pinned-*.json "$OUT"/memreturn-*.json "$OUT"/lockfree_list.txt "$OUT"/notes.txt \
+    "$OUT"/xcpu.txt
 fi
 note() { echo "$*" | tee -a "$OUT/notes.txt"; }
 t0=$(date +%s)
@@ -266,6 +267,19 @@ for w in json.load(open(sys.argv[1]))["workloads"]:
   for c in $PIN_CELLS; do
     cut -f1 <<< "$FE_LIST" | grep -qx "${c%%:*}" || note "front-end: --pin-cells names ${c%%:*}, not a front-end workload"
   done
+  # The machine's cost of moving a cache line between two CPUs (bench/xcpu),
+  # before the runs and after each workload's: a virtual machine's host may
+  # move its vCPUs between cores that share a cache and cores that do not,
+  # and every cross-thread cell pays it per hand-off (stop 32: 90-370 ns).
+  XCPU="$BUILD/bench/xcpu"
+  xcpu_probe() {
+    local l
+    [ -x "$XCPU" ] || return 0
+    l=$("$XCPU" < /dev/null 2>/dev/null | grep '^xcpu ') && echo "when=$1 $l" >> "$OUT/xcpu.txt"
+    return 0
+  }
+  [ -x "$XCPU" ] || note "xcpu: $XCPU not built, the cross-CPU probe skipped"
+  xcpu_probe start
   tfe=$(date +%s)
   part=0
   ppart=0
@@ -278,6 +292,7 @@ for w in json.load(open(sys.argv[1]))["workloads"]:
     nproc=0
     fe_part frontend "$part" "$fer" "$fet" none
     echo "   $wl: $(( $(date +%s) - tp )) s, $nproc processes ($fer rounds)"
+    xcpu_probe "$wl"
     # The same cells pinned, where the placement sets the time: both modes
     # of one workload in parts of their own (merge_runs.py keys no pin).
     for c in $PIN_CELLS; do
