@@ -212,6 +212,7 @@ def main_section(doc, outdir, lines, plots):
     g = group(doc["results"])
     lines.append(f"## Main suite, scale `{scale}` ({doc['repeat']} runs per point, medians)\n")
     lines.append(f"Machine: {machine_line(doc)}. Wall time of the whole suite: {doc.get('elapsed_s', 0):.0f} s.\n")
+    xcpu_line(outdir, lines, "xcpu-main.txt", "before and after the main suite")
     lines.append("Each cell is the median of the runs, with the range min–max of the runs after it when they "
                  "differ by more than 10%. Gains are of the headline metric: positive means the lock-free "
                  "layout is faster.\n")
@@ -738,11 +739,12 @@ def ratio_cell(x, limit):
     return f"{x:.2f}" + (" ✓" if x <= limit else " ✗")
 
 
-def xcpu_line(outdir, lines):
+def xcpu_line(outdir, lines, name="xcpu.txt", where="before the runs and after each workload's"):
     """run.sh's bench/xcpu probes (xcpu.txt: before the front-end runs and
-    after each workload's): what a cache line cost to move between the two
-    CPUs while these cells ran."""
-    path = os.path.join(outdir, "xcpu.txt")
+    after each workload's; xcpu-main.txt: before and after the main suite):
+    what a cache line cost to move between the two CPUs while those cells
+    ran."""
+    path = os.path.join(outdir, name)
     if not os.path.exists(path):
         return
     probes = []  # (when, round trip ns)
@@ -759,7 +761,7 @@ def xcpu_line(outdir, lines):
     v = sorted(rt for _, rt in probes)
     each = ", ".join(f"{w} {rt:.0f}" for w, rt in probes)
     lines.append(f"Cross-CPU cache-line round trip (`bench/xcpu`: two threads pinned on two CPUs pass one line back "
-                 f"and forth; median of 7 trials per probe), probed before the runs and after each workload's: "
+                 f"and forth; median of 7 trials per probe), probed {where}: "
                  f"median {statistics.median(v):.0f} ns, {v[0]:.0f}–{v[-1]:.0f} over {len(v)} probes ({each}). "
                  "Every cross-thread hand-off pays about half of it; on a virtual machine the host may move the "
                  "vCPUs between cores that share a cache and cores that do not while the cells run.\n")

@@ -133,8 +133,7 @@ PY=.venv/bin/python
 [ -x "$PY" ] || PY=python3
 if [ "$MAIN_ONLY" != 1 ]; then
   [ "$FRONTEND_ONLY" = 1 ] || rm -f "$OUT"/backend-*.json "$OUT"/count.json
-  rm -f "$OUT"/frontend-*.json "$OUT"/pinned-*.json "$OUT"/memreturn-*.json "$OUT"/lockfree_list.txt "$OUT"/notes.txt \
-    "$OUT"/xcpu.txt
+  rm -f "$OUT"/frontend-*.json "$OUT"/pinned-*.json "$OUT"/memreturn-*.json "$OUT"/lockfree_list.txt "$OUT"/notes.txt
 fi
 note() { echo "$*" | tee -a "$OUT/notes.txt"; }
 t0=$(date +%s)
@@ -143,11 +142,28 @@ git diff --quiet HEAD -- src include 2>/dev/null || src="$src plus uncommitted c
 # Kept per scale: a later quick run must not drop what the paper run was built from.
 echo "scale $SCALE: library source $src, built in $BUILD, $(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$OUT/source-$SCALE.txt"
 
+# The machine's cost of moving a cache line between two CPUs (bench/xcpu),
+# probed around the main suite (xcpu-main.txt) and before the front-end runs
+# and after each workload's (xcpu.txt): a virtual machine's host may move its
+# vCPUs between cores that share a cache and cores that do not, and every
+# cross-thread cell pays it per hand-off (stop 32: 90-440 ns).
+XCPU="$BUILD/bench/xcpu"
+xcpu_probe() {
+  local l
+  [ -x "$XCPU" ] || return 0
+  l=$("$XCPU" < /dev/null 2>/dev/null | grep '^xcpu ') && echo "when=$1 $l" >> "$OUT/$2"
+  return 0
+}
+[ -x "$XCPU" ] || note "xcpu: $XCPU not built, the cross-CPU probe skipped"
+
 # --- main suite ------------------------------------------------------------
 if [ "$FRONTEND_ONLY" != 1 ]; then
+  rm -f "$OUT/xcpu-main.txt"
+  xcpu_probe start xcpu-main.txt
   echo "== main suite: scale $SCALE, threads ${THREADS:-1,2,4,8 or each workload own list}, ${REPEAT:-3 or each workload own count} runs each"
   "$BENCH" --scale "$SCALE" --workload "$WORKLOADS" ${THREADS:+--threads "$THREADS"} ${REPEAT:+--repeat "$REPEAT"} \
     --json "$OUT/main-$SCALE.json"
+  xcpu_probe end xcpu-main.txt
 fi
 
 if [ "$MAIN_ONLY" != 1 ] && [ "$FRONTEND_ONLY" != 1 ]; then
@@ -267,19 +283,8 @@ for w in json.load(open(sys.argv[1]))["workloads"]:
   for c in $PIN_CELLS; do
     cut -f1 <<< "$FE_LIST" | grep -qx "${c%%:*}" || note "front-end: --pin-cells names ${c%%:*}, not a front-end workload"
   done
-  # The machine's cost of moving a cache line between two CPUs (bench/xcpu),
-  # before the runs and after each workload's: a virtual machine's host may
-  # move its vCPUs between cores that share a cache and cores that do not,
-  # and every cross-thread cell pays it per hand-off (stop 32: 90-370 ns).
-  XCPU="$BUILD/bench/xcpu"
-  xcpu_probe() {
-    local l
-    [ -x "$XCPU" ] || return 0
-    l=$("$XCPU" < /dev/null 2>/dev/null | grep '^xcpu ') && echo "when=$1 $l" >> "$OUT/xcpu.txt"
-    return 0
-  }
-  [ -x "$XCPU" ] || note "xcpu: $XCPU not built, the cross-CPU probe skipped"
-  xcpu_probe start
+  rm -f "$OUT/xcpu.txt"
+  xcpu_probe start xcpu.txt
   tfe=$(date +%s)
   part=0
   ppart=0
@@ -292,7 +297,7 @@ for w in json.load(open(sys.argv[1]))["workloads"]:
     nproc=0
     fe_part frontend "$part" "$fer" "$fet" none
     echo "   $wl: $(( $(date +%s) - tp )) s, $nproc processes ($fer rounds)"
-    xcpu_probe "$wl"
+    xcpu_probe "$wl" xcpu.txt
     # The same cells pinned, where the placement sets the time: both modes
     # of one workload in parts of their own (merge_runs.py keys no pin).
     for c in $PIN_CELLS; do
