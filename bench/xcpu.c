@@ -10,9 +10,10 @@
  *
  * The figure is the machine's, not an allocator's: on a virtual machine the
  * host may place the two vCPUs on cores that share a cache or on cores that
- * do not, and move them while it runs (stop 32 saw 90-110 ns and 370 ns on
- * the same guest, an hour apart). Every cross-thread workload pays it per
- * hand-off, so run.sh prints it before and after the front-end runs.
+ * do not, and move them while it runs (stop 32 saw 90-120 ns and 370-440 ns on
+ * the same guest within minutes). Every cross-thread workload pays it per
+ * hand-off, so run.sh probes it around the main suite and the front-end
+ * runs, and the report prints it beside them.
  *
  *   xcpu [--trials K] [--trips N]      (defaults 7 and 100000)
  */
