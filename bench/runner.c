@@ -158,14 +158,13 @@ static long peak_rss_kb(void)
  * there, yielding, until main lets every thread go at once. Main does so when
  * the threads were last seen spread over the CPUs (each on a CPU of its own
  * when T <= CPUs), or after START_SETTLE_NS, or at once when they are
- * pinned. A futex
- * barrier instead wakes the sleepers wherever the scheduler's wake-up path
- * puts them: on a 2-CPU machine it often put the first thread behind the
- * last one's CPU while the other CPU idled, and a 2 ms run then measured one
- * thread after the other (start_skew_us the length of a whole thread's run,
- * for every malloc alike; docs/nbmalloc.md, "The start line"). Spinning
- * threads stay runnable, so the load balancer spreads them before the clock
- * starts. */
+ * pinned. A futex barrier instead left the placement to the wake-up path:
+ * on a 2-CPU machine the scheduler queued the woken thread on its waker's
+ * CPU while the other CPU idled (perf sched, stop 32), and a 2 ms run then
+ * measured one thread after the other (start_skew_us the length of a whole
+ * thread's run), under every malloc (docs/nbmalloc.md, "The start line").
+ * Spinning threads stay runnable, so the load balancer spreads them before
+ * the clock starts. */
 #define START_SETTLE_NS 20000000ull
 
 typedef struct start_line {
@@ -222,7 +221,8 @@ static void start_line_release(start_line_t *sl, thread_arg_t *args, int nthread
 }
 
 /* The CPUs the process may use (sched_getaffinity at the first run), in
- * ascending order: --pin places threads on these. */
+ * ascending order: --pin places threads on these, and the start line
+ * spreads unpinned ones over as many. */
 static int pin_ncpu = -1;
 static int pin_cpus[CPU_SETSIZE];
 
@@ -232,7 +232,7 @@ static void pin_init(void)
         return;
     cpu_set_t s;
     if (sched_getaffinity(0, sizeof s, &s) != 0)
-        die("--pin: sched_getaffinity failed");
+        die("sched_getaffinity failed");
     pin_ncpu = 0;
     for (int c = 0; c < CPU_SETSIZE; c++)
         if (CPU_ISSET(c, &s))
