@@ -748,7 +748,9 @@ def xcpu_line(outdir, lines, name="xcpu.txt", where="before the runs and after e
     if not os.path.exists(path):
         return
     probes = []  # (when, round trip ns)
-    for ln in open(path):
+    with open(path) as fh:
+        text = fh.read()
+    for ln in text.splitlines():
         f = dict(x.split("=", 1) for x in ln.split() if "=" in x)
         try:
             rt = float(f.get("round_trip_ns", "-1"))
