@@ -10,7 +10,11 @@ process per run (`--repeat 1`), the variants' order rotated from round to round,
 so that a drift of the machine's load falls on all of them alike. At the end it
 prints, per cell and variant, the median [min-max] over the rounds of each
 metric asked for (a top-level field of the run in the JSON, or one of its
-`metrics`). AB_ALL=1 in the environment also prints every value.
+`metrics`). AB_ALL=1 in the environment also prints every value. --xcpu
+<build>/bench/xcpu probes the cross-CPU cache-line round trip before each
+round and prints it per round: on a virtual machine the host may move the
+vCPUs between cores that share a cache and cores that do not, and every
+cross-thread cell moves with it (stop 32: 90-130 against 370-440 ns).
 
 Give one workload and one thread count per cell: results are keyed by cell,
 allocator and swept value. A run that exits non-zero is reported and left out.
@@ -44,6 +48,9 @@ def parse_args():
     ap.add_argument("-c", "--cell", action="append", required=True, metavar="'BENCH ARGS'")
     ap.add_argument("-m", "--metrics", default="wall_s,cpu_pair_ns,alloc_ns,free_ns,failed",
                     help="comma-separated run fields or metrics (default %(default)s)")
+    ap.add_argument("--xcpu", metavar="PATH",
+                    help="bench/xcpu binary: probe the cross-CPU cache-line round trip before each round "
+                         "and print it per round (a cross-thread cell moves with it on a virtual machine)")
     a = ap.parse_args()
     variants = []
     for v in a.variant:
@@ -61,7 +68,10 @@ def run_all(a, variants, metrics):
     res = {}  # (cell index, allocator:value, variant) -> metric -> [values]
     out = os.path.join(tempfile.mkdtemp(prefix="ab-"), "o.json")
     n = len(variants)
+    probes = []
     for r in range(a.rounds):
+        if a.xcpu:
+            probes.append(xcpu_probe(a.xcpu))
         for ci, cell in enumerate(a.cell):
             for s in range(n):
                 name, bench, lib = variants[(s + r) % n]
@@ -82,8 +92,20 @@ def run_all(a, variants, metrics):
                         v = run.get(k, run.get("metrics", {}).get(k))
                         if v is not None:
                             m.setdefault(k, []).append(v)
-        print(f"round {r + 1}/{a.rounds} done", file=sys.stderr, flush=True)
+        xc = f" (xcpu {probes[-1]})" if a.xcpu else ""
+        print(f"round {r + 1}/{a.rounds} done{xc}", file=sys.stderr, flush=True)
+    if a.xcpu:
+        print("xcpu round trip before each round, ns: " + ", ".join(probes))
     return res
+
+
+def xcpu_probe(path):
+    """The median round trip bench/xcpu prints, as text ('?' if it printed none)."""
+    p = subprocess.run([path], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    for word in p.stdout.split():
+        if word.startswith("round_trip_ns="):
+            return word.split("=", 1)[1]
+    return "?"
 
 
 def report(a, variants, metrics, res):
