@@ -10,7 +10,9 @@
 # memory-return experiment (bench/memreturn: its samples cover the run, trim
 # and idle phases; it refuses bad options), and the pinned runs (nbbs-bench
 # --pin: each thread on the CPU its mode names; run.sh's pinned cells and
-# their table; a bad mode refused). No timing is asserted.
+# their table; a bad mode refused), and the cross-CPU probe (bench/xcpu: its
+# line, its refusals, run.sh's probe files and the report's lines; ab.py
+# --xcpu). No timing is asserted.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BENCH_BUILD:-build/release}
@@ -23,6 +25,21 @@ if [ ! -x "$BUILD/bench/nbbs-bench" ] || [ ! -x "$BUILD/bench/nbbs-bench-count" 
 fi
 B="$BUILD/bench/nbbs-bench"
 [ -x "$BUILD/bench/memreturn" ] || cmake --build "$BUILD" --target memreturn
+[ -x "$BUILD/bench/xcpu" ] || cmake --build "$BUILD" --target xcpu
+X="$BUILD/bench/xcpu"
+for bad in "--trials 0" "--trials 100" "--trips x" "--no-such-option" "--trials"; do
+  # shellcheck disable=SC2086 # $bad is a list of arguments
+  if "$X" $bad >/dev/null 2>&1; then
+    echo "bench-smoke: xcpu accepted $bad" >&2; exit 1
+  fi
+done
+# One line: the median round trip between the first two CPUs (-1 on one CPU).
+"$X" --trials 3 --trips 1000 | grep -Eq '^xcpu cpus=[0-9]+(,[0-9]+ round_trip_ns=[0-9.]+ min=[0-9.]+ max=[0-9.]+ trials=3| round_trip_ns=-1 .*)$' \
+  || { "$X" --trials 3 --trips 1000; echo "bench-smoke: xcpu printed no result line" >&2; exit 1; }
+if command -v taskset > /dev/null; then
+  taskset -c 0 "$X" --trials 1 --trips 10 | grep -q '^xcpu cpus=0 round_trip_ns=-1 ' \
+    || { echo "bench-smoke: xcpu on one CPU did not say so" >&2; exit 1; }
+fi
 for bad in "--mib 0" "--interval-ms x" "--no-such-option" "--json"; do
   # shellcheck disable=SC2086 # $bad is a list of arguments
   if "$BUILD/bench/memreturn" $bad >/dev/null 2>&1; then
@@ -51,6 +68,11 @@ for v in one two; do
   grep -Eq "nbbs-bunch:0 +$v: pair_ns [0-9.e+]+ \[[0-9.e+]+-[0-9.e+]+\]$" "$tmp/ab.txt" \
     || { cat "$tmp/ab.txt"; echo "bench-smoke: ab.py printed no row for $v" >&2; exit 1; }
 done
+python3 bench/ab.py -r 1 -v one="$B" -m pair_ns --xcpu "$X" \
+  -c '--allocator nbbs-bunch --workload cached --threads 1 --scale smoke' > "$tmp/abx.txt" 2> "$tmp/abx.err" \
+  || { cat "$tmp/abx.err"; echo "bench-smoke: ab.py --xcpu failed" >&2; exit 1; }
+grep -Eq '^xcpu round trip before each round, ns: -?[0-9.]+$' "$tmp/abx.txt" \
+  || { cat "$tmp/abx.txt"; echo "bench-smoke: ab.py --xcpu printed no probe" >&2; exit 1; }
 if python3 bench/ab.py -v "$B" -c '--workload cached' > /dev/null 2>&1; then
   echo "bench-smoke: ab.py accepted a variant without a name" >&2; exit 1
 fi
@@ -282,6 +304,21 @@ for s in ("## Back-end targets", "## Main suite, scale `smoke`", "## Front-end c
           "### Huge frames under churn", "### Tail latency", "### Memory return", "memreturn.png",
           "### nbmalloc against the targets", "### nbmalloc by thread placement"):
     check(s in report, f"REPORT.md has no '{s}'")
+# run.sh's cross-CPU probes (bench/xcpu): around the main suite, and before
+# the front-end runs and after each workload's; the report prints each set
+# under its section's machine line.
+def probes(name):
+    path = os.path.join(res, name)
+    if not os.path.exists(path):
+        errors.append(f"no {name}")
+        return []
+    with open(path) as fh:
+        return [l.split()[0] for l in fh if l.startswith("when=") and " round_trip_ns=" in l]
+check(probes("xcpu-main.txt") == ["when=start", "when=end"], f"xcpu-main.txt: {probes('xcpu-main.txt')}")
+check(probes("xcpu.txt") == ["when=start"] + [f"when={w}" for w in sorted(fe_want, key=[w["name"] for w in lst["workloads"]].index)],
+      f"xcpu.txt: {probes('xcpu.txt')}")
+want = 2 if len(cpus) >= 2 else 0  # one CPU: the probe prints -1 and the report says nothing
+check(report.count("Cross-CPU cache-line round trip (`bench/xcpu`") == want, f"REPORT.md: not {want} cross-CPU probe lines")
 
 if errors:
     print("bench-smoke: FAILED", *errors[:40], sep="\n  ", file=sys.stderr)
