@@ -61,6 +61,8 @@ def parse_args():
         variants.append((name, bench, lib))
     if a.rounds < 1:
         ap.error("--rounds must be at least 1")
+    if a.xcpu and not os.access(a.xcpu, os.X_OK):
+        ap.error(f"--xcpu {a.xcpu}: not an executable (build it: cmake --build <build> --target xcpu)")
     return a, variants, a.metrics.split(",")
 
 

@@ -73,6 +73,9 @@ python3 bench/ab.py -r 1 -v one="$B" -m pair_ns --xcpu "$X" \
   || { cat "$tmp/abx.err"; echo "bench-smoke: ab.py --xcpu failed" >&2; exit 1; }
 grep -Eq '^xcpu round trip before each round, ns: -?[0-9.]+$' "$tmp/abx.txt" \
   || { cat "$tmp/abx.txt"; echo "bench-smoke: ab.py --xcpu printed no probe" >&2; exit 1; }
+if python3 bench/ab.py -r 1 -v one="$B" --xcpu "$tmp/no-such-xcpu" -c '--workload cached' > /dev/null 2>&1; then
+  echo "bench-smoke: ab.py accepted an --xcpu that does not exist" >&2; exit 1
+fi
 if python3 bench/ab.py -v "$B" -c '--workload cached' > /dev/null 2>&1; then
   echo "bench-smoke: ab.py accepted a variant without a name" >&2; exit 1
 fi
