@@ -12,7 +12,7 @@ void *nbbs_alloc_order(nbbs_t *b, unsigned order)
         return NULL;
     /* Frames held by caches count as free: FN(alloc) that finds none
      * reclaims them (nbbs__reclaim). */
-    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order, NBBS_SCAN_RECLAIM) : nbbs__tree_alloc(b, order, NBBS_SCAN_RECLAIM);
+    return nbbs__scan(b, order, NBBS_SCAN_RECLAIM);
 }
 
 void *nbbs_alloc(nbbs_t *b, size_t size)
@@ -21,7 +21,7 @@ void *nbbs_alloc(nbbs_t *b, size_t size)
         return NULL;
     uint64_t units = ((uint64_t)size + b->min_block - 1) >> b->min_shift;
     unsigned order = units <= 1 ? 0 : 64u - (unsigned)__builtin_clzll(units - 1);
-    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order, NBBS_SCAN_RECLAIM) : nbbs__tree_alloc(b, order, NBBS_SCAN_RECLAIM);
+    return nbbs__scan(b, order, NBBS_SCAN_RECLAIM);
 }
 
 /* The named node's try-allocate (FN(take): the claim and the climb that the
@@ -101,16 +101,9 @@ int nbbs_free(nbbs_t *b, void *p)
 
 /* A free once the block's index entry is taken (0): by nbbs_free, or by a
  * frame cache's drain, which takes a cached block's entry straight to 0. */
-void nbbs__free_leaf(nbbs_t *b, uint64_t leaf, unsigned order)
+void nbbs__free_leaf(nbbs_t *b, uint64_t leaf, unsigned order, bool count)
 {
-    free_leaf(b, leaf, order, true);
-}
-
-/* As nbbs__free_leaf, the group's free count high enough already: a frame
- * cache's balance covers the block (nbbs_cache_t.cbal). */
-void nbbs__free_leaf_covered(nbbs_t *b, uint64_t leaf, unsigned order)
-{
-    free_leaf(b, leaf, order, false);
+    free_leaf(b, leaf, order, count);
 }
 
 size_t nbbs_block_size(const nbbs_t *b, const void *p)

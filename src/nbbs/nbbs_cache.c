@@ -160,8 +160,8 @@ static void *tree_take(nbbs_cache_t *c, unsigned order)
 {
     nbbs_t *b = c->b;
     if (order != NBBS_CARVE_ORDER || !b->gfree)
-        return nbbs__tree_or_bunch_alloc(b, order);
-    void *p = nbbs__tree_or_bunch_alloc_uncounted(b, order);
+        return nbbs__scan(b, order, 0);
+    void *p = nbbs__scan(b, order, NBBS_SCAN_UNCOUNTED);
     if (p)
         cache_count_take(c, (uint64_t)((uintptr_t)p - b->base) >> b->min_shift);
     return p;

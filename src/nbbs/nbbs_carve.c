@@ -21,10 +21,7 @@ unsigned nbbs__carve_merge(nbbs_t *b, uint64_t g0, bool covered)
     x.w = nb_load_u64(w);
     if (!carve_all_free(x) || !nb_cas_u64(w, &x.w, 0))
         return 0;
-    if (covered)
-        nbbs__free_leaf_covered(b, g0, NBBS_CARVE_ORDER);
-    else
-        nbbs__free_leaf(b, g0, NBBS_CARVE_ORDER);
+    nbbs__free_leaf(b, g0, NBBS_CARVE_ORDER, !covered);
     /* Its frames: the bytes with CARVED, summed by one multiply (each byte
      * contributes 0 or 1 to the top byte; no popcount call in the core). */
     return (unsigned)((((x.w >> 6) & UINT64_C(0x0101010101010101)) * UINT64_C(0x0101010101010101)) >> 56);

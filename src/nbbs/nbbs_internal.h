@@ -160,21 +160,16 @@ bool  nbbs__bunch_take(const nbbs_t *b, unsigned r, uint64_t gp);
 
 static inline bool nbbs__is_bunch(const nbbs_t *b) { return b->lpw == 4; }
 
-/* The tree's own allocation, without the reclaim from frame caches. (With
- * reclaim, FN(alloc) that finds no block returns nbbs__reclaim's result:
- * nbbs_alloc_order then ends in a jump to it, with nothing of its own to
- * keep across the call.) */
-static inline void *nbbs__tree_or_bunch_alloc(nbbs_t *b, unsigned order)
+/* The layout's search for a block of order (FN(alloc)); how: NBBS_SCAN_*.
+ * 0 is the tree's own allocation, without the reclaim from frame caches;
+ * NBBS_SCAN_UNCOUNTED leaves the block on its group's free count for the
+ * caller to take off (a frame cache's refill: cache_count_take). (With
+ * NBBS_SCAN_RECLAIM, FN(alloc) that finds no block returns nbbs__reclaim's
+ * result: nbbs_alloc_order then ends in a jump to it, with nothing of its
+ * own to keep across the call.) */
+static inline void *nbbs__scan(nbbs_t *b, unsigned order, unsigned how)
 {
-    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order, 0) : nbbs__tree_alloc(b, order, 0);
-}
-
-/* As nbbs__tree_or_bunch_alloc, the block left on its group's free count
- * for the caller to take off (a frame cache's refill: cache_count_take). */
-static inline void *nbbs__tree_or_bunch_alloc_uncounted(nbbs_t *b, unsigned order)
-{
-    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order, NBBS_SCAN_UNCOUNTED)
-                             : nbbs__tree_alloc(b, order, NBBS_SCAN_UNCOUNTED);
+    return nbbs__is_bunch(b) ? nbbs__bunch_alloc(b, order, how) : nbbs__tree_alloc(b, order, how);
 }
 
 /* Under pressure (the tree found no block of order): take a block of that
@@ -188,9 +183,10 @@ void *nbbs__reclaim(nbbs_t *b, unsigned order);
 int nbbs__carved_free(nbbs_t *b, uint64_t leaf, uint8_t v);
 
 /* nbbs_free after its CAS took the index entry of the block at leaf to 0:
- * the hint, the tree's release (nbbs_alloc.c). */
-void nbbs__free_leaf(nbbs_t *b, uint64_t leaf, unsigned order);
-void nbbs__free_leaf_covered(nbbs_t *b, uint64_t leaf, unsigned order);
+ * the hint, the tree's release (nbbs_alloc.c). count: put the block back on
+ * its group's free count first; false when a frame cache's balance covers
+ * it already (nbbs_cache_t.cbal). */
+void nbbs__free_leaf(nbbs_t *b, uint64_t leaf, unsigned order, bool count);
 
 /* The calling context's hint cell. Where the platform names the running CPU
  * (NBBS_CPU_ID: the kernel), the CPU's own cell. Elsewhere a hash of the

@@ -78,12 +78,10 @@ size_t nbbs__give_back(nbbs_t *b, nbbs_cache_t *owner, nbbs_cache_t *bal, NBBS_A
                 stranded = true;
         } else if (nb_cas_u8(&b->index[leaf], &v, 0)) {
             /* A whole block of the carve order: the balance's unit. */
-            if (order == NBBS_CARVE_ORDER && cache_count_cover(bal, leaf)) {
-                nbbs__free_leaf_covered(b, leaf, order);
+            bool cover = order == NBBS_CARVE_ORDER && cache_count_cover(bal, leaf);
+            nbbs__free_leaf(b, leaf, order, !cover);
+            if (cover)
                 bal->cbal--;
-            } else {
-                nbbs__free_leaf(b, leaf, order);
-            }
             done++;
         }
     }
@@ -148,5 +146,5 @@ void *nbbs__reclaim(nbbs_t *b, unsigned order)
      * every cached block back and scan the tree once more. */
     if (nbbs_reclaim_cached(b) == 0)
         return NULL;
-    return nbbs__tree_or_bunch_alloc(b, order);
+    return nbbs__scan(b, order, 0);
 }
