@@ -96,6 +96,35 @@ void *nbbs__carve_take_at(nbbs_t *b, uint64_t g0, unsigned order)
     return leaf != UINT64_MAX ? addr_of(b, leaf) : NULL;
 }
 
+/* The carved blocks [g, end) in order: the first leaf of a region of this
+ * order taken in one of them (take_in_block), or UINT64_MAX. Near full
+ * nearly every word has no free frame, so the words are looked at four at a
+ * time, their free bytes ORed, in this loop: a call per word (take_at) was
+ * most of what a failing allocation cost (alloc-rnd: 9,400 cycles for the
+ * last, failing one of a round, 64 % of them in the calls). */
+static uint64_t take_in_range(nbbs_t *b, uint64_t g, uint64_t end, unsigned order)
+{
+    while (g < end) {
+        carve_word_t x[4];
+        unsigned n = end - g >= 4 ? 4u : 1u;
+        uint64_t any = 0;
+        for (unsigned j = 0; j < n; j++) {
+            x[j].w = nb_load_u64(carve_word(b, (g + j) << NBBS_CARVE_ORDER));
+            any |= carve_free_bytes(x[j]);
+        }
+        if (any)
+            for (unsigned j = 0; j < n; j++) {
+                if (!carve_any_free(x[j]))
+                    continue;
+                uint64_t leaf = take_in_block(b, (g + j) << NBBS_CARVE_ORDER, x[j], order);
+                if (leaf != UINT64_MAX)
+                    return leaf;
+            }
+        g += n;
+    }
+    return UINT64_MAX;
+}
+
 /* Under pressure: a free frame of this order (or one that can be split, or
  * free frames that make one) in any carved block, named on a stack or not.
  * One CAS on the carved block's word takes it; a failed CAS means a frame
@@ -111,14 +140,13 @@ void *nbbs__carve_take(nbbs_t *b, unsigned order)
      * rescan what the previous ones passed. */
     NBBS_ATOMIC(uint64_t) *hint = nbbs__hint(b);
     uint64_t g = (nb_hint_load(hint) >> NBBS_CARVE_ORDER) % ng;
-    for (uint64_t i = 0; i < ng; i++, g = g + 1 < ng ? g + 1 : 0) {
-        uint64_t leaf = take_at(b, g << NBBS_CARVE_ORDER, order);
-        if (leaf != UINT64_MAX) {
-            nb_hint_store(hint, leaf);
-            return addr_of(b, leaf);
-        }
-    }
-    return NULL;
+    uint64_t leaf = take_in_range(b, g, ng, order);
+    if (leaf == UINT64_MAX)
+        leaf = take_in_range(b, 0, g, order);
+    if (leaf == UINT64_MAX)
+        return NULL;
+    nb_hint_store(hint, leaf);
+    return addr_of(b, leaf);
 }
 
 /* Clear the stray bits in stale of bitmap word wi, whose blocks were seen
