@@ -674,6 +674,94 @@ def backend_section(outdir, lines):
         lines.append("")
 
 
+CACHE, LISTS = "nbbs-cache", "lists-sl"
+
+
+def cache_section(outdir, lines):
+    """Issue 11: the frame cache against the Linux-style locked buddy on every
+    page workload (faster at 1 thread, no slower at 2 and more), from run.sh's
+    dedicated run (both allocators in one process, runs interleaved)."""
+    paths = [os.path.join(outdir, n) for n in ("cache-vs-lists.json", "cache-vs-lists-churn.json")]
+    docs = [load(p) for p in paths if os.path.exists(p)]
+    if not docs:
+        return
+    rows = {}  # (workload label, metric) -> {threads: (cache result, lists result)}
+    order, threads = [], set()
+    for d in docs:
+        by = {}
+        for r in d["results"]:
+            by.setdefault((r["workload"], pval(r), r["threads"]), {})[r["allocator"]] = r
+        for (wl, pv, t), pair in by.items():
+            if CACHE not in pair or LISTS not in pair:
+                continue
+            for m in pair[CACHE]["metric"].split(","):
+                k = (f"{wl} {pv}".strip(), m)
+                if k not in rows:
+                    rows[k] = {}
+                    order.append(k)
+                rows[k][t] = (pair[CACHE], pair[LISTS])
+                threads.add(t)
+    if not rows:
+        return
+    threads = sorted(threads)
+    reps = sorted({d["repeat"] for d in docs})
+    lines.append("### The frame cache against `lists-sl` (issue 11)\n")
+    lines.append(f"Machine: {machine_line(docs[0])}. `nbbs-cache` (BUNCH with one frame cache per thread) and "
+                 "`lists-sl` (Linux-style free lists per order under one spin lock) in one process, their runs "
+                 f"interleaved run by run, {' and '.join(str(x) for x in reps)} runs per cell (the churn rows: "
+                 "the re-allocation phase at 90 % fill, 4 threads). Each workload's headline metric; the ratio "
+                 "is the cache's time per operation over `lists-sl`'s (for a throughput, the inverse): below 1 "
+                 "the cache is faster. Targets (issue 11): faster at 1 thread (ratio below 1), no slower at 2 "
+                 "threads and more (ratio at most 1). `≈` marks a cell whose two min–max ranges overlap: its "
+                 "runs do not decide it.\n")
+
+    def ratio(c, l, m):
+        key, _, _, lower = METRIC[m]
+        a, b = med(c, key), med(l, key)
+        if not a or not b:
+            return None, False
+        sa, sb = c["summary"][key], l["summary"][key]
+        overlap = sa["min"] <= sb["max"] and sb["min"] <= sa["max"]
+        return (a / b if lower else b / a), overlap
+
+    met = {True: [0, 0], False: [0, 0]}
+    lines.append("| workload | metric | " + " | ".join(f"T={t}" for t in threads) + " |")
+    lines.append("|---|---|" + "---|" * len(threads))
+    for k in order:
+        cells = []
+        for t in threads:
+            if t not in rows[k]:
+                cells.append("–")
+                continue
+            x, ov = ratio(*rows[k][t], k[1])
+            if x is None:
+                cells.append("–")
+                continue
+            ok = x < 1 if t == 1 else x <= 1
+            met[t == 1][0] += ok
+            met[t == 1][1] += 1
+            cells.append(f"{x:.2f}" if x >= 0.1 else f"{x:.3f}")
+            cells[-1] += f"{' ≈' if ov else ''} {'✓' if ok else '✗'}"
+        lines.append(f"| {k[0]} | {k[1]} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append(f"Cells meeting the target: 1 thread, faster **{met[True][0]} of {met[True][1]}**; "
+                 f"2 threads and more, no slower **{met[False][0]} of {met[False][1]}**.\n")
+    one = [k for k in order if 1 in rows[k]]
+    if one:
+        lines.append("At 1 thread, medians [min–max] of the runs:\n")
+        lines.append(f"| workload | metric | {CACHE} | {LISTS} | ratio |")
+        lines.append("|---|---|---|---|---|")
+        for k in one:
+            c, l = rows[k][1]
+            key, label, sc, _ = METRIC[k[1]]
+            x, _ = ratio(c, l, k[1])
+            cell = lambda r: (f"{fmt(med(r, key), sc)} [{fmt(r['summary'][key]['min'], sc)}–"
+                              f"{fmt(r['summary'][key]['max'], sc)}]")
+            lines.append(f"| {k[0]} | {label} | {cell(c)} | {cell(l)} | "
+                         f"{'–' if x is None else f'{x:.2f}'} |")
+        lines.append("")
+
+
 FE_ORDER = ["glibc", "jemalloc", "mimalloc", "tcmalloc", "nbmalloc"]
 FE_PEERS = ["jemalloc", "mimalloc", "tcmalloc"]  # "the best" of the issue's targets
 FE_OURS = "nbmalloc"
@@ -1142,6 +1230,7 @@ def main():
     kernel_section(outdir, lines)
     for d in main_docs:
         main_section(d, outdir, lines, plots)
+    cache_section(outdir, lines)
     frontend_section(outdir, lines, plots, notes)
     memreturn_section(outdir, lines, plots)
     lockfree_list_section(outdir, lines)

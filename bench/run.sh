@@ -7,7 +7,10 @@
 #      threads or the workload's own thread counts (churn 4, latency 8),
 #      BENCH_REPEAT runs each, interleaved;
 #   3. the back-end targets (cached at order 0 and 9, fill-cost at 5% and
-#      95%, 5 runs each) and the counting build's atomic operations per op;
+#      95%, 5 runs each), the frame cache against lists-sl on every
+#      page-frame workload and the churn re-allocation (7 runs each,
+#      interleaved in one process) and the counting build's atomic
+#      operations per op;
 #   4. the front-end comparison: nbbs-bench's malloc allocator under glibc
 #      and each LD_PRELOADed malloc, on every workload that declares a
 #      front-end run (one process per run of a workload, parameter value
@@ -105,6 +108,9 @@ fi
 # The targets and the front-end use 5 runs, except in the seconds-long smoke.
 REPEAT5=5
 [ "$SCALE" = smoke ] && REPEAT5=1
+# The frame cache against lists-sl: 7 runs (5 at paper scale, where stress
+# alone runs 5 s; 1 at smoke).
+case "$SCALE" in smoke) REPEAT_CL=1 ;; paper) REPEAT_CL=5 ;; *) REPEAT_CL=7 ;; esac
 
 [ "$NO_DEPS" = 1 ] || bash scripts/deps.sh
 
@@ -173,6 +179,19 @@ if [ "$MAIN_ONLY" != 1 ] && [ "$FRONTEND_ONLY" != 1 ]; then
     --allocator nbbs-tree,nbbs-bunch --json "$OUT/backend-cached.json"
   "$BENCH" --scale "$SCALE" --workload fill-cost --fill 5,95 --threads 1 --repeat "$REPEAT5" \
     --allocator nbbs-tree,nbbs-bunch --json "$OUT/backend-fill.json"
+
+  # --- the frame cache against lists-sl (issue 11) -------------------------
+  # Both allocators in one process, runs interleaved run by run (nbbs-bench
+  # --repeat), on every page-frame workload (groups page and llfree) at
+  # every thread count, and the churn experiment's re-allocation at 90 %.
+  PAGE_WLS=$("$PY" -c 'import json, sys
+print(",".join(w["name"] for w in json.load(open(sys.argv[1]))["workloads"]
+               if w["group"] in ("page", "llfree") and w["plot"] == "threads"))' "$OUT/workloads.json")
+  echo "== frame cache against lists-sl ($REPEAT_CL runs each, interleaved)"
+  "$BENCH" --scale "$SCALE" --workload "$PAGE_WLS" --allocator nbbs-cache,lists-sl \
+    --threads "${THREADS:-1,2,4,8}" --repeat "$REPEAT_CL" --quiet --json "$OUT/cache-vs-lists.json"
+  "$BENCH" --scale "$SCALE" --workload churn,churn-mixed,churn-o4,churn-o4-mixed --fill 90 \
+    --allocator nbbs-cache,lists-sl --repeat "$REPEAT_CL" --quiet --json "$OUT/cache-vs-lists-churn.json"
 
   # --- counting build ------------------------------------------------------
   echo "== counting build: atomic operations per operation"

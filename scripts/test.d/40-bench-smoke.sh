@@ -184,6 +184,16 @@ for f in ("backend-cached.json", "backend-fill.json"):
     d = load(f)
     if d:
         check_doc(f, d)
+# The frame cache against lists-sl (issue 11): both allocators on every
+# page-frame workload, and the churn experiment's four variants at 90 %.
+page_wls = {w["name"] for w in lst["workloads"] if w["group"] in ("page", "llfree") and w["plot"] == "threads"}
+for f, want_w in (("cache-vs-lists.json", page_wls),
+                  ("cache-vs-lists-churn.json", {"churn", "churn-mixed", "churn-o4", "churn-o4-mixed"})):
+    d = load(f)
+    if d:
+        check_doc(f, d)
+        check({r["workload"] for r in d["results"]} == want_w, f"{f}: workloads {sorted({r['workload'] for r in d['results']})}")
+        check({r["allocator"] for r in d["results"]} == {"nbbs-cache", "lists-sl"}, f"{f}: allocators")
 d = load("count.json")
 if d:
     check(d.get("counting") == 1, "count.json: not from the counting build")
@@ -305,7 +315,8 @@ report = open(os.path.join(tmp, "REPORT.md")).read()
 for s in ("## Back-end targets", "## Main suite, scale `smoke`", "## Front-end comparison",
           "nbbs-bunch vs bunch-sl", "nbbs-tree vs lists-sl", "Atomic operations per operation",
           "### Huge frames under churn", "### Tail latency", "### Memory return", "memreturn.png",
-          "### nbmalloc against the targets", "### nbmalloc by thread placement"):
+          "### nbmalloc against the targets", "### nbmalloc by thread placement",
+          "### The frame cache against `lists-sl` (issue 11)", "Cells meeting the target: 1 thread, faster"):
     check(s in report, f"REPORT.md has no '{s}'")
 # run.sh's cross-CPU probes (bench/xcpu): around the main suite, and before
 # the front-end runs and after each workload's; the report prints each set
