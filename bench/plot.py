@@ -746,6 +746,10 @@ def cache_section(outdir, lines):
     lines.append("")
     lines.append(f"Cells meeting the target: 1 thread, faster **{met[True][0]} of {met[True][1]}**; "
                  f"2 threads and more, no slower **{met[False][0]} of {met[False][1]}**.\n")
+    def spread_cell(r, key, sc):
+        s = r["summary"][key]
+        return f"{fmt(med(r, key), sc)} [{fmt(s['min'], sc)}–{fmt(s['max'], sc)}]"
+
     one = [k for k in order if 1 in rows[k]]
     if one:
         lines.append("At 1 thread, medians [min–max] of the runs:\n")
@@ -755,9 +759,7 @@ def cache_section(outdir, lines):
             c, l = rows[k][1]
             key, label, sc, _ = METRIC[k[1]]
             x, _ = ratio(c, l, k[1])
-            cell = lambda r: (f"{fmt(med(r, key), sc)} [{fmt(r['summary'][key]['min'], sc)}–"
-                              f"{fmt(r['summary'][key]['max'], sc)}]")
-            lines.append(f"| {k[0]} | {label} | {cell(c)} | {cell(l)} | "
+            lines.append(f"| {k[0]} | {label} | {spread_cell(c, key, sc)} | {spread_cell(l, key, sc)} | "
                          f"{'–' if x is None else f'{x:.2f}'} |")
         lines.append("")
 
