@@ -829,15 +829,12 @@ def ratio_cell(x, limit):
     return f"{x:.2f}" + (" ✓" if x <= limit else " ✗")
 
 
-def xcpu_line(outdir, lines, name="xcpu.txt", where="before the runs and after each workload's"):
-    """run.sh's bench/xcpu probes (xcpu.txt: before the front-end runs and
-    after each workload's; xcpu-main.txt: before and after the main suite):
-    what a cache line cost to move between the two CPUs while those cells
-    ran."""
+def xcpu_probes(outdir, name="xcpu.txt"):
+    """run.sh's bench/xcpu probes in file order: [(when, round trip ns)]."""
     path = os.path.join(outdir, name)
     if not os.path.exists(path):
-        return
-    probes = []  # (when, round trip ns)
+        return []
+    probes = []
     with open(path) as fh:
         text = fh.read()
     for ln in text.splitlines():
@@ -848,6 +845,23 @@ def xcpu_line(outdir, lines, name="xcpu.txt", where="before the runs and after e
             continue
         if rt > 0:
             probes.append((f.get("when", "?"), rt))
+    return probes
+
+
+def xcpu_around(outdir):
+    """{front-end workload: (probe before its runs, probe after them)}: the
+    probe before a workload's runs is the one after the previous workload's
+    (or the start's)."""
+    probes = xcpu_probes(outdir)
+    return {w: (probes[i - 1][1], rt) for i, (w, rt) in enumerate(probes) if i > 0}
+
+
+def xcpu_line(outdir, lines, name="xcpu.txt", where="before the runs and after each workload's"):
+    """run.sh's bench/xcpu probes (xcpu.txt: before the front-end runs and
+    after each workload's; xcpu-main.txt: before and after the main suite):
+    what a cache line cost to move between the two CPUs while those cells
+    ran."""
+    probes = xcpu_probes(outdir, name)
     if not probes:
         return
     v = sorted(rt for _, rt in probes)
@@ -934,7 +948,7 @@ def frontend_section(outdir, lines, plots, notes):
                          + " | " + (ratio_cell(rat, 2.0) if wl == "large-blocks" else
                                     ("–" if rat is None else f"{rat:.2f}")) + " |")
         lines.append("")
-    frontend_targets(res, rows, labels, lines)
+    frontend_targets(res, rows, labels, lines, xcpu_around(outdir))
     pinned_section(outdir, res, labels, lines)
     # Plots: one per workload, a line per malloc; the peak RSS below the time.
     colors = ["tab:gray", "tab:orange", "tab:purple", "tab:brown", "tab:blue", "tab:green"]
@@ -974,9 +988,12 @@ def unwaited_ratio(ours, best, t):
     return f"{u_ours / u_best:.2f} ({n_ours}/{n_best})" if u_ours and u_best else f"– ({n_ours}/{n_best})"
 
 
-def frontend_targets(res, rows, labels, lines):
+def frontend_targets(res, rows, labels, lines, around=None):
     """nbmalloc against glibc and the best of the peers, per workload and
-    thread count, with the number of cells that meet each target."""
+    thread count, with the number of cells that meet each target; around:
+    the cross-CPU probes before and after each workload's runs
+    (xcpu_around), shown beside its rows."""
+    around = around or {}
     lines.append(f"### {FE_OURS} against the targets\n")
     peers = [l for l in FE_PEERS if l in labels]
     if FE_OURS not in labels or "glibc" not in labels or not peers:
@@ -990,10 +1007,14 @@ def frontend_targets(res, rows, labels, lines):
                  "to the same best over only the runs whose threads did not wait for a core (run-queue wait "
                  "under a tenth of the wall time, `rq_wait_us`; only where the threads do not outnumber the CPUs), with how many runs of each that leaves: on a "
                  "shared 2-CPU machine a short multi-thread run whose threads land on one CPU takes up to twice "
-                 "as long whatever the malloc (docs/nbmalloc.md, *Wall time against CPU time*).\n")
+                 "as long whatever the malloc (docs/nbmalloc.md, *Wall time against CPU time*). `xcpu` is "
+                 "not a target either: the cross-CPU round trip (ns) probed before and after the workload's "
+                 "runs; a workload that ran while the host kept the two vCPUs apart (300 ns and more) pays "
+                 "it on every line that moves, and nbmalloc's free more than the others' "
+                 "(docs/nbmalloc.md, *Limits and known costs*).\n")
     lines.append("| workload | T | time / glibc | time / best | best in time | peak RSS / best | best in RSS | "
-                 "time / best, runs without wait (runs) |")
-    lines.append("|---|---|---|---|---|---|---|---|")
+                 "time / best, runs without wait (runs) | xcpu |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
     met = [0, 0, 0]
     cells = 0
     for k in rows:
@@ -1018,9 +1039,11 @@ def frontend_targets(res, rows, labels, lines):
         met[2] += r_rss <= FE_TARGETS[2]
         wl, pv, t = k
         u = unwaited_ratio(ours, rs[best_t], t)
+        x = around.get(wl)
+        xc = f"{x[0]:.0f} → {x[1]:.0f}" if x else "–"
         lines.append(f"| {wl} {pv} | {t} | {r_glibc:.2f}{' ✓' if r_glibc < FE_TARGETS[0] else ' ✗'} | "
                      f"{ratio_cell(r_time, FE_TARGETS[1])} | {best_t} | {ratio_cell(r_rss, FE_TARGETS[2])} | "
-                     f"{best_m} | {u} |")
+                     f"{best_m} | {u} | {xc} |")
     lines.append("")
     lines.append(f"Cells meeting each target, of {cells}: faster than glibc **{met[0]}**, within "
                  f"{FE_TARGETS[1]:g}× of the best in time **{met[1]}**, within {FE_TARGETS[2]:g}× of the best in "

@@ -316,7 +316,8 @@ for s in ("## Back-end targets", "## Main suite, scale `smoke`", "## Front-end c
           "nbbs-bunch vs bunch-sl", "nbbs-tree vs lists-sl", "Atomic operations per operation",
           "### Huge frames under churn", "### Tail latency", "### Memory return", "memreturn.png",
           "### nbmalloc against the targets", "### nbmalloc by thread placement",
-          "### The frame cache against `lists-sl` (issue 11)", "Cells meeting the target: 1 thread, faster"):
+          "### The frame cache against `lists-sl` (issue 11)", "Cells meeting the target: 1 thread, faster",
+          "time / best, runs without wait (runs) | xcpu |"):
     check(s in report, f"REPORT.md has no '{s}'")
 # run.sh's cross-CPU probes (bench/xcpu): around the main suite, and before
 # the front-end runs and after each workload's; the report prints each set
