@@ -829,8 +829,9 @@ def ratio_cell(x, limit):
     return f"{x:.2f}" + (" ✓" if x <= limit else " ✗")
 
 
-def xcpu_probes(outdir, name="xcpu.txt"):
-    """run.sh's bench/xcpu probes in file order: [(when, round trip ns)]."""
+def xcpu_probes(outdir, name="xcpu.txt", valid_only=True):
+    """run.sh's bench/xcpu probes in file order: [(when, round trip ns)];
+    with valid_only False also those that measured nothing (-1: one CPU)."""
     path = os.path.join(outdir, name)
     if not os.path.exists(path):
         return []
@@ -843,7 +844,7 @@ def xcpu_probes(outdir, name="xcpu.txt"):
             rt = float(f.get("round_trip_ns", "-1"))
         except ValueError:
             continue
-        if rt > 0:
+        if rt > 0 or not valid_only:
             probes.append((f.get("when", "?"), rt))
     return probes
 
@@ -852,7 +853,7 @@ def xcpu_around(outdir):
     """{front-end workload: (probe before its runs, probe after them)}: the
     probe before a workload's runs is the one after the previous workload's
     (or the start's)."""
-    probes = xcpu_probes(outdir)
+    probes = xcpu_probes(outdir, valid_only=False)
     return {w: (probes[i - 1][1], rt) for i, (w, rt) in enumerate(probes) if i > 0}
 
 
@@ -1040,7 +1041,7 @@ def frontend_targets(res, rows, labels, lines, around=None):
         wl, pv, t = k
         u = unwaited_ratio(ours, rs[best_t], t)
         x = around.get(wl)
-        xc = f"{x[0]:.0f} → {x[1]:.0f}" if x else "–"
+        xc = f"{x[0]:.0f} → {x[1]:.0f}" if x and min(x) > 0 else "–"
         lines.append(f"| {wl} {pv} | {t} | {r_glibc:.2f}{' ✓' if r_glibc < FE_TARGETS[0] else ' ✗'} | "
                      f"{ratio_cell(r_time, FE_TARGETS[1])} | {best_t} | {ratio_cell(r_rss, FE_TARGETS[2])} | "
                      f"{best_m} | {u} | {xc} |")
