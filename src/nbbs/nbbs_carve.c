@@ -83,25 +83,21 @@ again:
 }
 
 /* take_in_block on the carved block at g0 as it is now. */
-static uint64_t take_at(nbbs_t *b, uint64_t g0, unsigned order)
+void *nbbs__carve_take_at(nbbs_t *b, uint64_t g0, unsigned order)
 {
     carve_word_t x;
     x.w = nb_load_u64(carve_word(b, g0));
-    return take_in_block(b, g0, x, order);
-}
-
-void *nbbs__carve_take_at(nbbs_t *b, uint64_t g0, unsigned order)
-{
-    uint64_t leaf = take_at(b, g0, order);
+    uint64_t leaf = take_in_block(b, g0, x, order);
     return leaf != UINT64_MAX ? addr_of(b, leaf) : NULL;
 }
 
 /* The carved blocks [g, end) in order: the first leaf of a region of this
  * order taken in one of them (take_in_block), or UINT64_MAX. Near full
  * nearly every word has no free frame, so the words are looked at four at a
- * time, their free bytes ORed, in this loop: a call per word (take_at) was
- * most of what a failing allocation cost (alloc-rnd: 9,400 cycles for the
- * last, failing one of a round, 64 % of them in the calls). */
+ * time, their free bytes ORed, in this loop: a call per word (a load and
+ * take_in_block, as nbbs__carve_take_at does for one block) was most of
+ * what a failing allocation cost (alloc-rnd: 9,400 cycles for the last,
+ * failing one of a round, 64 % of them in the calls). */
 static uint64_t take_in_range(nbbs_t *b, uint64_t g, uint64_t end, unsigned order)
 {
     while (g < end) {
