@@ -138,7 +138,7 @@ mkdir -p "$OUT"
 PY=.venv/bin/python
 [ -x "$PY" ] || PY=python3
 if [ "$MAIN_ONLY" != 1 ]; then
-  [ "$FRONTEND_ONLY" = 1 ] || rm -f "$OUT"/backend-*.json "$OUT"/count.json
+  [ "$FRONTEND_ONLY" = 1 ] || rm -f "$OUT"/backend-*.json "$OUT"/count.json "$OUT"/count-cache.json
   rm -f "$OUT"/frontend-*.json "$OUT"/pinned-*.json "$OUT"/memreturn-*.json "$OUT"/lockfree_list.txt "$OUT"/notes.txt
 fi
 note() { echo "$*" | tee -a "$OUT/notes.txt"; }
@@ -197,6 +197,10 @@ print(",".join(w["name"] for w in json.load(open(sys.argv[1]))["workloads"]
   echo "== counting build: atomic operations per operation"
   "$COUNT" --scale "$SCALE" --workload cached,linux-scalability,thread-test,constant-occupancy,larson \
     --allocator nbbs-tree,nbbs-bunch --threads "${THREADS:-1,2,4,8}" --repeat 1 --quiet --json "$OUT/count.json"
+  # The frame cache's locked instructions beside lists-sl's (its lock's
+  # exchanges) on the page-frame workloads, at 1 thread (issue 11).
+  "$COUNT" --scale "$SCALE" --workload "$PAGE_WLS" --allocator nbbs-cache,nbbs-bunch,lists-sl --threads 1 \
+    --repeat 1 --quiet --json "$OUT/count-cache.json"
 fi
 
 if [ "$MAIN_ONLY" != 1 ]; then

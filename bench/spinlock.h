@@ -13,6 +13,16 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+/* The counting build (nbbs-bench-count) counts each exchange as one RMW, as
+ * it counts the library's: the locked baselines' locked instructions then
+ * stand beside the lock-free allocators' in the same table. */
+#ifdef BENCH_COUNT_LOCKS
+#include "nbbs_atomic.h"
+#define BENCH_LOCK_COUNTED(l) nbbs_atomic_hook(NBBS_OP_RMW, &(l)->held, NBBS_HOOK_OK)
+#else
+#define BENCH_LOCK_COUNTED(l) ((void)0)
+#endif
+
 typedef struct bench_spinlock {
     _Alignas(64) atomic_bool held;
     char pad[64 - sizeof(atomic_bool)];
@@ -30,7 +40,9 @@ static inline void bench_cpu_relax(void)
 static inline void bench_spin_lock(bench_spinlock_t *l)
 {
     for (;;) {
-        if (!atomic_exchange_explicit(&l->held, true, memory_order_acquire))
+        bool held = atomic_exchange_explicit(&l->held, true, memory_order_acquire);
+        BENCH_LOCK_COUNTED(l);
+        if (!held)
             return;
         while (atomic_load_explicit(&l->held, memory_order_relaxed))
             bench_cpu_relax();
