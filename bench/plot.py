@@ -783,11 +783,11 @@ def count_cache(outdir, lines, ratios):
     names = (CACHE, "nbbs-bunch", LISTS)
     lines.append("Locked instructions (CAS and RMW) per operation at 1 thread, from the counting build "
                  "(`nbbs-bench-count`, one run each; for `lists-sl` the exchanges of its lock), beside the "
-                 "time ratio above. A hit of the cache takes one (its claim), a free into it one (its "
-                 "mark), as `lists-sl`'s lock does; refills and drains add the tree's own. The cache is "
-                 "ahead where it stays at one and `lists-sl` splits and merges under its lock; where a "
-                 "workload uses each frame once (fill, then empty), every frame passes through the tree as "
-                 "well, and the cache takes more locked instructions than `lists-sl`.\n")
+                 "time ratio above. A hit of the cache takes one (its claim) and a free into it one (its "
+                 "mark), as `lists-sl`'s lock takes one per operation; refills and drains add the tree's "
+                 "own, so a workload that uses each frame once (fill, then empty) passes every frame through "
+                 "the tree as well, while `lists-sl`'s splits and merges cost it no further locked "
+                 "instruction.\n")
     lines.append("| workload | " + " | ".join(f"`{a}`" for a in names) + " | time ratio (cache / lists-sl) |")
     lines.append("|---|" + "---|" * (len(names) + 1))
     for wl, v in per.items():
