@@ -127,6 +127,17 @@ def pval(r):
     return "" if r["param"] == "none" else f"{r['param']}={r['value']}"
 
 
+def wl_label(r):
+    """A result's workload and swept value, as the tables name a row."""
+    return f"{r['workload']} {pval(r)}".strip()
+
+
+def locked_per_op(at, ops):
+    """Locked instructions (CAS and RMW) per operation from a counting-build
+    run's atomics: the core's stores and loads are plain moves on x86-64."""
+    return (at["cas"] + at["rmw"]) / ops
+
+
 def group(results):
     """{workload: {param value label: {allocator: {threads: result}}}} in run order."""
     g = {}
@@ -652,7 +663,7 @@ def backend_section(outdir, lines):
             at, ops = x.get("atomics"), x["ops"]
             if not at or not ops:
                 continue
-            locked = (at["cas"] + at["rmw"]) / ops
+            locked = locked_per_op(at, ops)
             per[(r["workload"], r["allocator"], r["threads"], r["value"])] = locked
             lines.append(f"| {r['workload']} {pval(r)} | {r['allocator']} | {r['threads']} | {at['loads'] / ops:.2f} | "
                          f"{at['cas'] / ops:.3f} | {at['cas_failed'] / ops:.4f} | {at['rmw'] / ops:.3f} | "
@@ -690,12 +701,12 @@ def cache_section(outdir, lines):
     for d in docs:
         by = {}
         for r in d["results"]:
-            by.setdefault((r["workload"], pval(r), r["threads"]), {})[r["allocator"]] = r
-        for (wl, pv, t), pair in by.items():
+            by.setdefault((wl_label(r), r["threads"]), {})[r["allocator"]] = r
+        for (label, t), pair in by.items():
             if CACHE not in pair or LISTS not in pair:
                 continue
             for m in pair[CACHE]["metric"].split(","):
-                k = (f"{wl} {pv}".strip(), m)
+                k = (label, m)
                 if k not in rows:
                     rows[k] = {}
                     order.append(k)
@@ -750,19 +761,18 @@ def cache_section(outdir, lines):
         s = r["summary"][key]
         return f"{fmt(med(r, key), sc)} [{fmt(s['min'], sc)}–{fmt(s['max'], sc)}]"
 
-    one = [k for k in order if 1 in rows[k]]
+    one = {k: ratio(*rows[k][1], k[1])[0] for k in order if 1 in rows[k]}  # 1-thread ratios
     if one:
         lines.append("At 1 thread, medians [min–max] of the runs:\n")
         lines.append(f"| workload | metric | {CACHE} | {LISTS} | ratio |")
         lines.append("|---|---|---|---|---|")
-        for k in one:
+        for k, x in one.items():
             c, l = rows[k][1]
             key, label, sc, _ = METRIC[k[1]]
-            x, _ = ratio(c, l, k[1])
             lines.append(f"| {k[0]} | {label} | {spread_cell(c, key, sc)} | {spread_cell(l, key, sc)} | "
                          f"{'–' if x is None else f'{x:.2f}'} |")
         lines.append("")
-    count_cache(outdir, lines, {k: ratio(*rows[k][1], k[1])[0] for k in one})
+    count_cache(outdir, lines, one)
 
 
 def count_cache(outdir, lines, ratios):
@@ -777,7 +787,7 @@ def count_cache(outdir, lines, ratios):
         x = r["runs"][0]
         at, ops = x.get("atomics"), x["ops"]
         if at and ops:
-            per.setdefault(f"{r['workload']} {pval(r)}".strip(), {})[r["allocator"]] = (at["cas"] + at["rmw"]) / ops
+            per.setdefault(wl_label(r), {})[r["allocator"]] = locked_per_op(at, ops)
     if not per:
         return
     names = (CACHE, "nbbs-bunch", LISTS)
