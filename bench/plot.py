@@ -475,6 +475,7 @@ def latency_section(doc, g, wls, outdir, lines, plots):
                                          f"{fmt(a_)} vs {fmt(b_)} ns ({b_ / a_:.2f}×{ceil}) — "
                                          f"{'met' if b_ >= 10 * a_ else 'NOT met'}.")
         lines.append("")
+        oncpu_table(byalloc, allocs, T, lines)
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
         for a in allocs:
             r = byalloc[a].get(T)
@@ -506,6 +507,45 @@ def latency_section(doc, g, wls, outdir, lines, plots):
         plt.close(fig)
         plots.append(name)
         lines.append(f"![{wl}]({img(outdir, name)})\n")
+
+
+def oncpu_table(byalloc, allocs, T, lines):
+    """The latency runs split by whether the timing thread kept its CPU
+    (bench/wl_latency.c: rseq and schedstat): each window less the time its
+    thread waited for a CPU inside it. Absent where the C library or kernel
+    cannot tell."""
+    have = [a for a in allocs if T in byalloc[a] and mmed(byalloc[a][T], "oncpu_max") is not None]
+    if not have:
+        lines.append("*The on-CPU split (below the figures above, where the C library registers rseq) is not "
+                     "available in these runs.*\n")
+        return
+    lines.append("**On a CPU.** The same runs, each timed window less the time its thread spent waiting for a "
+                 "CPU inside it (the thread's `run_delay`, read when its rseq area shows that it lost the CPU: "
+                 "bench/wl_latency.c). A thread preempted in the middle of an operation is not the operation's "
+                 "doing, so this leaves what the operation itself made its thread wait: a lock-free operation "
+                 "only its own steps; a waiter whose lock holder was preempted, its spinning. p99.9 and below "
+                 "barely move, since few windows lose the CPU (the share below); the maxima part. "
+                 "The targets above stay judged on every window as timed.\n")
+    lines.append("| allocator | windows that lost the CPU | on-CPU p99.9 | on-CPU p99.99 | on-CPU max | max as timed |")
+    lines.append("|---|---|---|---|---|---|")
+    for a in have:
+        r = byalloc[a][T]
+        share = mmed(r, "desched_share")
+        lines.append(f"| {a} | {fmt(share * 1e6 if share is not None else None)} per million | "
+                     + " | ".join(fmt(mmed(r, k)) for k in ("oncpu_p99.9", "oncpu_p99.99", "oncpu_max", "max")) + " |")
+    fl = [byalloc[a][T] for a in have if mmed(byalloc[a][T], "floor_oncpu_max") is not None]
+    if fl:
+        lines.append("| *floor (two clock reads), median over the runs above* | – | "
+                     f"{fmt(statistics.median(mmed(r, 'floor_oncpu_p99.9') for r in fl))} | – | "
+                     f"{fmt(statistics.median(mmed(r, 'floor_oncpu_max') for r in fl))} | "
+                     f"{fmt(statistics.median(mmed(r, 'floor_max') for r in fl))} |")
+    lines.append("")
+    for lf, lk in TWINS:
+        if lf in have and lk in have:
+            a_, b_ = mmed(byalloc[lf][T], "oncpu_max"), mmed(byalloc[lk][T], "oncpu_max")
+            if a_ and b_:
+                lines.append(f"- on-CPU max, {lk} over {lf}: {fmt(b_)} / {fmt(a_)} ns = {b_ / a_:.0f}×.")
+    lines.append("")
 
 
 def paper_claim(doc, g, lines):

@@ -24,6 +24,28 @@
  * iteration, it would add two clock reads to each and change the contention
  * it sits in; one in 8 costs about 5 ns per iteration.)
  *
+ * On a CPU or not: where the C library registers a restartable-sequences
+ * area for each thread (rseq, Linux 4.18 and glibc 2.35 on), every timed
+ * window also says whether its thread lost the CPU inside it. Before the
+ * first clock read the thread points its rseq_cs field at a descriptor
+ * whose range holds no code; the kernel, on the way back to user space
+ * after a context switch, a migration or a signal, finds the thread's
+ * instruction outside that range and clears the field (rseq_ip_fixup). A
+ * field still set after the second read means the thread kept its CPU
+ * throughout (an interrupt that switched nothing does not clear it; nor
+ * does a host that stops the whole virtual CPU, which the guest cannot
+ * see). A window that lost it counts without the time its thread then
+ * waited for a CPU (lat_desched_t: the thread's run_delay), into the
+ * on-CPU histograms, merged into oncpu_p99 .. oncpu_max, floor_oncpu_p99.9
+ * and floor_oncpu_max; desched_share counts those windows. p50 .. max keep
+ * every window as timed. The split shows what lock-freedom promises: a
+ * lock-free operation makes its running thread wait only for its own steps
+ * (and what the machine does beside them); a waiter spinning on a lock
+ * whose holder was preempted spins on its CPU. Timed as they are, both
+ * sides' maxima are a thread preempted inside its own window instead. The
+ * probe (desched_usable) runs once, in a child process, since a kernel
+ * that rejected the descriptor would kill the process.
+ *
  * Percentiles count operations: a thread stalled behind a preempted lock
  * holder makes one slow sample, then few others (it did little else), so a
  * stall shows in max and in the throughput (ops_per_s) more than in p99.9.
@@ -36,6 +58,16 @@
 #include <string.h>
 
 #include "bench.h"
+
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__)) && defined(__has_include)
+#if __has_include(<sys/rseq.h>)
+#include <fcntl.h>
+#include <sys/rseq.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#define LAT_RSEQ 1
+#endif
+#endif
 
 #define RING     32
 #define FLOOR_EVERY 8 /* iterations per timed empty operation */
@@ -72,6 +104,170 @@ static inline void record(lat_hist_t *h, uint64_t ns)
     h->n++;
     if (ns > h->max)
         h->max = ns;
+}
+
+/* --- descheduled or not (rseq; the header comment) --- */
+
+#ifdef LAT_RSEQ
+/* The descriptor: its range (one byte of data, lat_nocode) holds no
+ * instruction, so no thread is ever inside it and the kernel never aborts
+ * to abort_ip; it checks the signature word before abort_ip all the same. */
+static const char lat_nocode[8];
+static const uint32_t lat_sig[2] = { RSEQ_SIG, 0 };
+static struct rseq_cs lat_cs __attribute__((aligned(32)));
+typedef __typeof__(((struct rseq *)0)->rseq_cs) rseq_word_t; /* __u64 or uint64_t, by header */
+
+static volatile rseq_word_t *rseq_cs_field(void)
+{
+    char *tp;
+#if defined(__x86_64__)
+    __asm__("mov %%fs:0, %0" : "=r"(tp)); /* the thread control block's pointer to itself */
+#else
+    tp = (char *)__builtin_thread_pointer();
+#endif
+    return &((struct rseq *)(tp + __rseq_offset))->rseq_cs;
+}
+
+/* Whether the rseq area can tell: it is registered, and in a child process
+ * a sleep (a context switch) clears the field and the kernel accepts the
+ * descriptor. Once per process. */
+static int desched_usable(void)
+{
+    static int usable = -1;
+    if (usable >= 0)
+        return usable;
+    usable = 0;
+    if (__rseq_size < 20) /* not registered (glibc.pthread.rseq=0, or refused) */
+        return usable;
+    lat_cs.version = 0;
+    lat_cs.flags = 0;
+    lat_cs.start_ip = (uint64_t)(uintptr_t)lat_nocode;
+    lat_cs.post_commit_offset = 1;
+    lat_cs.abort_ip = (uint64_t)(uintptr_t)&lat_sig[1];
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        volatile rseq_word_t *f = rseq_cs_field();
+        *f = (uint64_t)(uintptr_t)&lat_cs;
+        int cleared = 0;
+        for (int i = 0; i < 100 && !cleared; i++) {
+            usleep(1000);
+            cleared = *f == 0;
+        }
+        *f = 0;
+        _exit(cleared ? 0 : 1);
+    }
+    int st;
+    if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        usable = 1;
+    return usable;
+}
+
+static inline void desched_arm(volatile rseq_word_t *f)
+{
+    *f = (uint64_t)(uintptr_t)&lat_cs;
+    __asm__ __volatile__("" ::: "memory");
+}
+
+/* True if the thread lost its CPU since desched_arm. */
+static inline bool desched_seen(volatile rseq_word_t *f)
+{
+    __asm__ __volatile__("" ::: "memory");
+    return *f == 0;
+}
+#else
+typedef uint64_t rseq_word_t;
+static int desched_usable(void) { return 0; }
+static volatile rseq_word_t *rseq_cs_field(void) { return NULL; }
+static inline void desched_arm(volatile rseq_word_t *f) { (void)f; }
+static inline bool desched_seen(volatile rseq_word_t *f) { (void)f; return false; }
+#endif
+
+/* A timing thread's view of its own waits for a CPU: the rseq field (NULL:
+ * no split is made), and its schedstat file, whose second figure is the
+ * time it has spent runnable but not running (run_delay). That figure
+ * grows only when the thread gets a CPU back after a wait, so it is read
+ * only when the field shows a loss of the CPU, before a timed window (the
+ * wait fell between two windows: the base moves on) or after one (the
+ * window's wait: its share of the window). */
+typedef struct lat_desched {
+    volatile rseq_word_t *f;
+    int fd;
+    uint64_t base; /* run_delay at the last look */
+} lat_desched_t;
+
+#ifdef LAT_RSEQ
+static uint64_t run_delay_ns(int fd)
+{
+    char buf[128];
+    ssize_t k = pread(fd, buf, sizeof buf - 1, 0);
+    if (k <= 0)
+        return 0;
+    buf[k] = 0;
+    char *e;
+    (void)strtoull(buf, &e, 10); /* the time on a CPU; run_delay follows */
+    return strtoull(e, NULL, 10);
+}
+
+/* The split for the calling thread, if the probe allows and its schedstat
+ * file opens; else d->f is NULL and no split is made. */
+static void desched_open(lat_desched_t *d)
+{
+    d->f = NULL;
+    d->fd = -1;
+    d->base = 0;
+    if (!desched_usable())
+        return;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/schedstat", (long)gettid());
+    d->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (d->fd < 0)
+        return;
+    d->base = run_delay_ns(d->fd);
+    d->f = rseq_cs_field();
+    desched_arm(d->f);
+}
+
+/* The field back to 0 (the descriptor is ours; nobody else's code sees it
+ * set), the file closed. */
+static void desched_close(lat_desched_t *d)
+{
+    if (d->f)
+        *d->f = 0;
+    if (d->fd >= 0)
+        close(d->fd);
+    d->f = NULL;
+}
+#else
+static uint64_t run_delay_ns(int fd) { (void)fd; return 0; }
+static void desched_open(lat_desched_t *d) { d->f = NULL; d->fd = -1; d->base = 0; }
+static void desched_close(lat_desched_t *d) { d->f = NULL; }
+#endif
+
+/* Before a timed window: a loss of the CPU since the last look moves the
+ * base on. The field is armed for the window. */
+static inline void desched_open_window(lat_desched_t *d)
+{
+    if (!d->f)
+        return;
+    if (desched_seen(d->f))
+        d->base = run_delay_ns(d->fd);
+    desched_arm(d->f);
+}
+
+/* After a timed window of ns: the part of it the thread spent on a CPU
+ * (all of it unless the field shows a loss of the CPU; then the window
+ * less the wait that run_delay gained). Counts the window in *gone if the
+ * thread lost the CPU inside it. Re-arms the field. */
+static inline uint64_t desched_close_window(lat_desched_t *d, uint64_t ns, uint64_t *gone)
+{
+    if (!d->f || !desched_seen(d->f))
+        return ns;
+    uint64_t rd = run_delay_ns(d->fd), wait = rd - d->base;
+    d->base = rd;
+    desched_arm(d->f);
+    ++*gone;
+    return ns > wait ? ns - wait : 0;
 }
 
 static void lat_scale(bench_params_t *p, bench_scale_t s)
@@ -178,11 +374,20 @@ static void lat_paths_report(bench_run_t *r, lat_paths_t *pp)
     free(all);
 }
 
-/* Per thread: the operations' histogram, then the floor's, then
- * (counting build) the path records. */
+/* Per thread: every operation's latency and the floor's, the same for
+ * the operations whose thread kept its CPU (desched_usable), and (counting
+ * build) the path records. */
+typedef struct lat_data {
+    lat_hist_t ops, floor;
+    lat_hist_t ops_run, floor_run; /* on-CPU part of each window */
+    uint64_t gone, floor_gone;     /* windows in which the thread lost its CPU */
+    lat_paths_t paths;
+} lat_data_t;
+
 static int lat_setup(bench_run_t *r)
 {
-    r->shared = calloc(2 * (size_t)r->nthreads * sizeof(lat_hist_t) + (size_t)r->nthreads * sizeof(lat_paths_t), 1);
+    (void)desched_usable(); /* the probe forks: before the threads start */
+    r->shared = calloc((size_t)r->nthreads, sizeof(lat_data_t));
     return r->shared ? 0 : -1;
 }
 
@@ -225,43 +430,55 @@ static void lat_thread_paths(bench_thread_t *t, lat_hist_t *h, lat_paths_t *pp)
             t->a->free(t->inst, ring[i]);
 }
 
+/* One timed window of ns into h, and its on-CPU part into run. */
+static inline void record2(lat_hist_t *h, lat_hist_t *run, lat_desched_t *ds, uint64_t ns, uint64_t *gone)
+{
+    record(h, ns);
+    if (ds->f)
+        record(run, desched_close_window(ds, ns, gone));
+}
+
 static void lat_thread(bench_thread_t *t)
 {
+    lat_data_t *d = &((lat_data_t *)t->run->shared)[t->id];
     if (bench_counting) {
-        lat_hist_t *hs = t->run->shared;
-        lat_thread_paths(t, &hs[t->id], (lat_paths_t *)(hs + 2 * t->run->nthreads) + t->id);
+        lat_thread_paths(t, &d->ops, &d->paths);
         return;
     }
-    lat_hist_t *h = &((lat_hist_t *)t->run->shared)[t->id];
-    lat_hist_t *fl = &((lat_hist_t *)t->run->shared)[t->run->nthreads + t->id];
+    lat_desched_t ds;
+    desched_open(&ds);
     void *ring[RING] = { 0 };
     unsigned head = 0, it = 0;
     bench_begin(t);
     const uint64_t deadline = t->t_begin + (uint64_t)(t->run->p->seconds * 1e9);
     uint64_t now = t->t_begin;
     while (now < deadline) {
+        desched_open_window(&ds);
         uint64_t t0 = bench_now_ns();
         void *p = bench_alloc_order(t, 0);
         uint64_t t1 = bench_now_ns();
-        record(h, t1 - t0);
+        record2(&d->ops, &d->ops_run, &ds, t1 - t0, &d->gone);
         if (ring[head]) {
             void *old = ring[head];
+            desched_open_window(&ds);
             t0 = bench_now_ns();
             bench_free(t, old);
             now = bench_now_ns();
-            record(h, now - t0);
+            record2(&d->ops, &d->ops_run, &ds, now - t0, &d->gone);
         } else {
             now = t1;
         }
         ring[head] = p;
         head = (head + 1) % RING;
         if (++it % FLOOR_EVERY == 0) {
+            desched_open_window(&ds);
             t0 = bench_now_ns();
             t1 = bench_now_ns();
-            record(fl, t1 - t0);
+            record2(&d->floor, &d->floor_run, &ds, t1 - t0, &d->floor_gone);
         }
     }
     bench_end(t);
+    desched_close(&ds);
     for (unsigned i = 0; i < RING; i++)
         if (ring[i])
             t->a->free(t->inst, ring[i]);
@@ -287,24 +504,28 @@ static double quantile(const lat_hist_t *h, double q)
     return (double)h->max;
 }
 
-/* hs[0..n) merged into a new histogram. */
-static lat_hist_t *merged(const lat_hist_t *hs, int n)
+/* The histogram at byte offset off of every thread's record, merged into
+ * a new one. */
+static lat_hist_t *merged(const lat_data_t *d, int n, size_t off)
 {
     lat_hist_t *all = calloc(1, sizeof *all);
     if (!all)
         abort();
     for (int i = 0; i < n; i++) {
+        const lat_hist_t *h = (const lat_hist_t *)((const char *)&d[i] + off);
         for (unsigned b = 0; b < NBUCKETS; b++)
-            all->count[b] += hs[i].count[b];
-        all->n += hs[i].n;
-        all->max = hs[i].max > all->max ? hs[i].max : all->max;
+            all->count[b] += h->count[b];
+        all->n += h->n;
+        all->max = h->max > all->max ? h->max : all->max;
     }
     return all;
 }
 
 static void lat_teardown(bench_run_t *r)
 {
-    lat_hist_t *hs = r->shared, *all = merged(hs, r->nthreads), *fl = merged(hs + r->nthreads, r->nthreads);
+    lat_data_t *d = r->shared;
+    int n = r->nthreads;
+    lat_hist_t *all = merged(d, n, offsetof(lat_data_t, ops)), *fl = merged(d, n, offsetof(lat_data_t, floor));
     bench_metric(r, "p50", quantile(all, 0.5));
     bench_metric(r, "p99", quantile(all, 0.99));
     bench_metric(r, "p99.9", quantile(all, 0.999));
@@ -325,18 +546,42 @@ static void lat_teardown(bench_run_t *r)
     bench_metric(r, "floor_p99.9", quantile(fl, 0.999));
     bench_metric(r, "floor_p99.99", quantile(fl, 0.9999));
     bench_metric(r, "floor_max", (double)fl->max);
+    bench_metric(r, "desched_split", !bench_counting && desched_usable() ? 1 : 0);
+    if (!bench_counting && desched_usable()) {
+        lat_hist_t *run = merged(d, n, offsetof(lat_data_t, ops_run)),
+                   *flr = merged(d, n, offsetof(lat_data_t, floor_run));
+        uint64_t gone = 0;
+        for (int i = 0; i < n; i++)
+            gone += d[i].gone;
+        bench_metric(r, "oncpu_p99", quantile(run, 0.99));
+        bench_metric(r, "oncpu_p99.9", quantile(run, 0.999));
+        bench_metric(r, "oncpu_p99.99", quantile(run, 0.9999));
+        bench_metric(r, "oncpu_max", (double)run->max);
+        bench_metric(r, "desched_share", all->n ? (double)gone / (double)all->n : 0);
+        bench_metric(r, "floor_oncpu_p99.9", quantile(flr, 0.999));
+        bench_metric(r, "floor_oncpu_max", (double)flr->max);
+        free(flr);
+        free(run);
+    }
     free(fl);
     free(all);
-    if (bench_counting)
-        lat_paths_report(r, (lat_paths_t *)(hs + 2 * r->nthreads));
-    free(hs);
+    if (bench_counting) {
+        lat_paths_t *pp = malloc((size_t)n * sizeof *pp);
+        if (!pp)
+            abort();
+        for (int i = 0; i < n; i++)
+            pp[i] = d[i].paths;
+        lat_paths_report(r, pp);
+        free(pp);
+    }
+    free(d);
 }
 
 const bench_workload_t bench_wl_latency = {
     .name = "latency", .source = "issue 11 (tail latency under preemption)", .group = "experiment",
     .help = "8 threads (more than cores): alloc an order-0 frame, free the oldest of 32, each operation timed; p50..p99.99, max and the CDF (quick 0.5 s)",
     .cfg = BENCH_CFG_PAGE, .param = BENCH_PARAM_NONE, .threads = "8", .repeat = 5, .metric = "ops_per_s", .plot = "cdf",
-    .show = "p50,p99,p99.9,max,floor_p99.9", .scale = lat_scale, .setup = lat_setup, .teardown = lat_teardown,
+    .show = "p50,p99,p99.9,max,floor_p99.9,oncpu_max", .scale = lat_scale, .setup = lat_setup, .teardown = lat_teardown,
     .thread = lat_thread,
 };
 BENCH_WORKLOAD(bench_wl_latency);

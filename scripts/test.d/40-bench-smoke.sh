@@ -172,6 +172,7 @@ if main:
             if "huge_bound" in m:
                 check(m["huge_free"] <= m["huge_bound"] and m["huge_ideal"] <= m["huge_bound"],
                       f"{tag}: more free huge blocks than the bound allows: {m}")
+    splits = set()
     for r in lat:
         tag = f"{r['workload']}/{r['allocator']}/T={r['threads']}"
         for x in r["runs"]:
@@ -180,6 +181,21 @@ if main:
             check(None not in ps and m.get("samples", 0) > 0, f"{tag}: latency metrics missing")
             if None not in ps:
                 check(ps == sorted(ps), f"{tag}: percentiles out of order: {ps}")
+            # The on-CPU split (rseq + schedstat) is made exactly where the
+            # run says so, and each on-CPU figure is at most the figure of
+            # the same windows as timed (one histogram step of 3 % aside).
+            split = m.get("desched_split")
+            on = [m.get(k) for k in ("oncpu_p99.9", "oncpu_max", "desched_share", "floor_oncpu_max")]
+            check(split in (0, 1), f"{tag}: desched_split missing")
+            check((None not in on) == (split == 1), f"{tag}: on-CPU metrics {on} with desched_split {split}")
+            if split == 1 and None not in on and None not in ps:
+                check(m["oncpu_max"] <= m["max"] and m["oncpu_p99.9"] <= 1.04 * m["p99.9"],
+                      f"{tag}: an on-CPU figure above the timed one: {m}")
+                check(0 <= m["desched_share"] <= 1 and m["floor_oncpu_max"] <= m["floor_max"],
+                      f"{tag}: desched_share or the floor's on-CPU max out of range: {m}")
+                splits.add(r["allocator"])
+    print("bench smoke: latency's on-CPU split " + (f"made for {', '.join(sorted(splits))}" if splits
+                                                     else "not available here (no rseq area or schedstat)"))
 for f in ("backend-cached.json", "backend-fill.json"):
     d = load(f)
     if d:
@@ -335,6 +351,7 @@ for s in ("## Back-end targets", "## Main suite, scale `smoke`", "## Front-end c
           "Locked instructions (CAS and RMW) per operation at 1 thread",
           "time / best, runs without wait (runs) | xcpu |"):
     check(s in report, f"REPORT.md has no '{s}'")
+check("**On a CPU.**" in report or "The on-CPU split" in report, "REPORT.md has no on-CPU latency table or note")
 # run.sh's cross-CPU probes (bench/xcpu): around the main suite, and before
 # the front-end runs and after each workload's; the report prints each set
 # under its section's machine line.
