@@ -128,9 +128,10 @@ static volatile rseq_word_t *rseq_cs_field(void)
     return &((struct rseq *)(tp + __rseq_offset))->rseq_cs;
 }
 
-/* Whether the rseq area can tell: it is registered, and in a child process
- * a sleep (a context switch) clears the field and the kernel accepts the
- * descriptor. Once per process. */
+/* Whether the split can be made: the rseq area is registered, and in a
+ * child process a sleep (a context switch) clears the field, the kernel
+ * accepts the descriptor, and the thread's schedstat file reads. Once per
+ * process. */
 static int desched_usable(void)
 {
     static int usable = -1;
@@ -155,7 +156,12 @@ static int desched_usable(void)
             cleared = *f == 0;
         }
         *f = 0;
-        _exit(cleared ? 0 : 1);
+        char path[64];
+        snprintf(path, sizeof path, "/proc/self/task/%ld/schedstat", (long)gettid());
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        char buf[64];
+        bool readable = fd >= 0 && read(fd, buf, sizeof buf) > 0;
+        _exit(cleared && readable ? 0 : 1);
     }
     int st;
     if (pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0)
