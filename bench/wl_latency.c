@@ -184,7 +184,6 @@ static inline bool desched_seen(volatile rseq_word_t *f)
 #else
 typedef uint64_t rseq_word_t;
 static int desched_usable(void) { return 0; }
-static volatile rseq_word_t *rseq_cs_field(void) { return NULL; }
 static inline void desched_arm(volatile rseq_word_t *f) { (void)f; }
 static inline bool desched_seen(volatile rseq_word_t *f) { (void)f; return false; }
 #endif
@@ -263,8 +262,8 @@ static inline void desched_open_window(lat_desched_t *d)
 
 /* After a timed window of ns: the part of it the thread spent on a CPU
  * (all of it unless the field shows a loss of the CPU; then the window
- * less the wait that run_delay gained). Counts the window in *gone if the
- * thread lost the CPU inside it. Re-arms the field. */
+ * less the wait that run_delay gained). Counts the window in *gone (if
+ * not NULL) if the thread lost the CPU inside it. Re-arms the field. */
 static inline uint64_t desched_close_window(lat_desched_t *d, uint64_t ns, uint64_t *gone)
 {
     if (!d->f || !desched_seen(d->f))
@@ -272,7 +271,8 @@ static inline uint64_t desched_close_window(lat_desched_t *d, uint64_t ns, uint6
     uint64_t rd = run_delay_ns(d->fd), wait = rd - d->base;
     d->base = rd;
     desched_arm(d->f);
-    ++*gone;
+    if (gone)
+        ++*gone;
     return ns > wait ? ns - wait : 0;
 }
 
@@ -380,13 +380,13 @@ static void lat_paths_report(bench_run_t *r, lat_paths_t *pp)
     free(all);
 }
 
-/* Per thread: every operation's latency and the floor's, the same for
- * the operations whose thread kept its CPU (desched_usable), and (counting
- * build) the path records. */
+/* Per thread: every operation's latency and the floor's as timed, the
+ * on-CPU part of each of those windows (where desched_usable), and
+ * (counting build) the path records. */
 typedef struct lat_data {
     lat_hist_t ops, floor;
     lat_hist_t ops_run, floor_run; /* on-CPU part of each window */
-    uint64_t gone, floor_gone;     /* windows in which the thread lost its CPU */
+    uint64_t gone;                 /* operations' windows in which the thread lost its CPU */
     lat_paths_t paths;
 } lat_data_t;
 
@@ -436,7 +436,8 @@ static void lat_thread_paths(bench_thread_t *t, lat_hist_t *h, lat_paths_t *pp)
             t->a->free(t->inst, ring[i]);
 }
 
-/* One timed window of ns into h, and its on-CPU part into run. */
+/* One timed window of ns into h, and its on-CPU part into run (gone:
+ * desched_close_window). */
 static inline void record2(lat_hist_t *h, lat_hist_t *run, lat_desched_t *ds, uint64_t ns, uint64_t *gone)
 {
     record(h, ns);
@@ -480,7 +481,7 @@ static void lat_thread(bench_thread_t *t)
             desched_open_window(&ds);
             t0 = bench_now_ns();
             t1 = bench_now_ns();
-            record2(&d->floor, &d->floor_run, &ds, t1 - t0, &d->floor_gone);
+            record2(&d->floor, &d->floor_run, &ds, t1 - t0, NULL);
         }
     }
     bench_end(t);
