@@ -516,16 +516,16 @@ def oncpu_table(byalloc, allocs, T, lines):
     cannot tell."""
     have = [a for a in allocs if T in byalloc[a] and mmed(byalloc[a][T], "oncpu_max") is not None]
     if not have:
-        lines.append("*The on-CPU split (below the figures above, where the C library registers rseq) is not "
-                     "available in these runs.*\n")
+        lines.append("*No on-CPU split in these runs: it needs the C library's rseq area and the threads' "
+                     "schedstat files (bench/wl_latency.c).*\n")
         return
     lines.append("**On a CPU.** The same runs, each timed window less the time its thread spent waiting for a "
                  "CPU inside it (the thread's `run_delay`, read when its rseq area shows that it lost the CPU: "
                  "bench/wl_latency.c). A thread preempted in the middle of an operation is not the operation's "
                  "doing, so this leaves what the operation itself made its thread wait: a lock-free operation "
-                 "only its own steps; a waiter whose lock holder was preempted, its spinning. p99.9 and below "
-                 "barely move, since few windows lose the CPU (the share below); the maxima part. "
-                 "The targets above stay judged on every window as timed.\n")
+                 "only its own steps; a waiter whose lock holder was preempted, its spinning. Only the windows "
+                 "counted in the second column change; where they are rare, the percentiles stay as timed and "
+                 "only the maxima part. The targets above stay judged on every window as timed.\n")
     lines.append("| allocator | windows that lost the CPU | on-CPU p99.9 | on-CPU p99.99 | on-CPU max | max as timed |")
     lines.append("|---|---|---|---|---|---|")
     for a in have:

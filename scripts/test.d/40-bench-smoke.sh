@@ -351,7 +351,8 @@ for s in ("## Back-end targets", "## Main suite, scale `smoke`", "## Front-end c
           "Locked instructions (CAS and RMW) per operation at 1 thread",
           "time / best, runs without wait (runs) | xcpu |"):
     check(s in report, f"REPORT.md has no '{s}'")
-check("**On a CPU.**" in report or "The on-CPU split" in report, "REPORT.md has no on-CPU latency table or note")
+check("**On a CPU.**" in report or "No on-CPU split in these runs" in report,
+      "REPORT.md has no on-CPU latency table or note")
 # run.sh's cross-CPU probes (bench/xcpu): around the main suite, and before
 # the front-end runs and after each workload's; the report prints each set
 # under its section's machine line.
