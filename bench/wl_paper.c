@@ -93,9 +93,9 @@ const bench_workload_t bench_wl_thread_test = {
     /* Front-end runs at quick scale: 1,000 rounds, so that the fastest
      * mallocs run about 20 ms. At 100 rounds (2-4 ms) a run at 4 threads
      * on 2 CPUs came out in one of two modes 1.5x apart, whatever the
-     * malloc, as its threads first landed 2 and 2 or 3 and 1 on the CPUs:
-     * shorter than the scheduler takes to even that out. At 1,000 the
-     * modes were gone (docs/nbmalloc.md, "Wall time against CPU time"). */
+     * malloc (the ratio of 3 threads on one CPU to 2: a placement the
+     * scheduler evens out later, it seems). At 1,000 the modes were gone
+     * (docs/nbmalloc.md, "Wall time against CPU time"). */
     .group = "paper", .frontend = "--size 8,128,1024", .frontend_quick = "--rounds 1000",
 };
 BENCH_WORKLOAD(bench_wl_thread_test);
