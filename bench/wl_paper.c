@@ -92,10 +92,10 @@ const bench_workload_t bench_wl_thread_test = {
     .scale = tt_scale, .thread = tt_thread,
     /* Front-end runs at quick scale: 1,000 rounds, so that the fastest
      * mallocs run about 20 ms. At 100 rounds (2-4 ms) a run at 4 threads
-     * on 2 CPUs came out in one of two modes 1.5x apart, whatever the
-     * malloc (the ratio of 3 threads on one CPU to 2: a placement the
-     * scheduler evens out later, it seems). At 1,000 the modes were gone
-     * (docs/nbmalloc.md, "Wall time against CPU time"). */
+     * on 2 CPUs came out in one of two modes, the slow one about 1-2 ms
+     * longer, whatever the malloc and wherever the threads were pinned.
+     * At 1,000 such a delay is an outlier, not a mode (docs/nbmalloc.md,
+     * "Wall time against CPU time"). */
     .group = "paper", .frontend = "--size 8,128,1024", .frontend_quick = "--rounds 1000",
 };
 BENCH_WORKLOAD(bench_wl_thread_test);
