@@ -128,6 +128,14 @@ static volatile rseq_word_t *rseq_cs_field(void)
     return &((struct rseq *)(tp + __rseq_offset))->rseq_cs;
 }
 
+/* The calling thread's schedstat file, opened for reading, or -1. */
+static int schedstat_open(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/schedstat", (long)gettid());
+    return open(path, O_RDONLY | O_CLOEXEC);
+}
+
 /* Whether the split can be made: the rseq area is registered, and in a
  * child process a sleep (a context switch) clears the field, the kernel
  * accepts the descriptor, and the thread's schedstat file reads. Once per
@@ -156,9 +164,7 @@ static int desched_usable(void)
             cleared = *f == 0;
         }
         *f = 0;
-        char path[64];
-        snprintf(path, sizeof path, "/proc/self/task/%ld/schedstat", (long)gettid());
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        int fd = schedstat_open();
         char buf[64];
         bool readable = fd >= 0 && read(fd, buf, sizeof buf) > 0;
         _exit(cleared && readable ? 0 : 1);
@@ -223,9 +229,7 @@ static void desched_open(lat_desched_t *d)
     d->base = 0;
     if (!desched_usable())
         return;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/task/%ld/schedstat", (long)gettid());
-    d->fd = open(path, O_RDONLY | O_CLOEXEC);
+    d->fd = schedstat_open();
     if (d->fd < 0)
         return;
     d->base = run_delay_ns(d->fd);
