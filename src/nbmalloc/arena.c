@@ -3,7 +3,7 @@
  * keeps the medium blocks on top of them).
  *
  * Arenas. An arena owns a 1 GiB slot of address space (aligned to 1 GiB) but
- * reserves only its own size from the slot's start: 4 MiB for the first,
+ * reserves only its own size from the slot's start: 64 MiB for the first,
  * doubling with each new arena up to 1 GiB, and smaller when the OS refuses
  * that much (down to what the request needs). One nbbs instance (4 KiB
  * min_block, blocks up to 64 MiB or the arena size) manages it; its metadata,
@@ -90,10 +90,16 @@ static void marks_clear(nbm_arena_t *ar, void *p, size_t pages)
         nbm_store_u8_relaxed(&ar->page_order[k0 + k], 0);
 }
 
-#define NBM_ARENA_FIRST_SHIFT 22 /* the first arena: 4 MiB */
+/* The first arena: 64 MiB. With a first arena of 4 (or 16) MiB,
+ * thread-test 1,024 B at 2 threads took 40 % more CPU a pair whenever the
+ * host placed the two vCPUs apart; with 64 MiB or 1 GiB it took none more
+ * (docs/nbmalloc.md, "Limits": measured, not traced). The arena's
+ * reservation is address space only (nothing resident until touched), and
+ * under a limit arena_create tries smaller sizes. */
+#define NBM_ARENA_FIRST_SHIFT 26
 
 /* log2 of the size the next arena is made at (before a large block's
- * need): 4 MiB for the first, doubling with each one, at most
+ * need): 64 MiB for the first, doubling with each one, at most
  * NBM_ARENA_SIZE. */
 static unsigned next_arena_shift(void)
 {

@@ -327,12 +327,13 @@ static void *split_body(void *arg)
     CHECK(q[0] == p);
     CHECK_EQ(nbm_usable_size(q[0]), MIB);
     nbm_free(q[0]);
-    /* Out of address space once (NBM_LIMIT_MB=64): from then on, split. */
-    static char *all[128];
+    /* Out of address space once (NBM_LIMIT_MB=256: arenas of 64, 128 and
+     * 64 MiB): from then on, split. */
+    static char *all[512];
     size_t n = 0;
-    while (n < 128 && (all[n] = nbm_malloc(MIB)) != NULL)
+    while (n < 512 && (all[n] = nbm_malloc(MIB)) != NULL)
         n++;
-    CHECK(n > 0 && n < 128);
+    CHECK(n > 0 && n < 512);
     while (n)
         nbm_free(all[--n]);
     nbm_purge();
