@@ -264,13 +264,14 @@ static inline void desched_open_window(lat_desched_t *d)
     desched_arm(d->f);
 }
 
-/* After a timed window of ns: the part of it the thread spent on a CPU
- * (all of it unless the field shows a loss of the CPU; then the window
- * less the wait that run_delay gained). Counts the window in *gone (if
- * not NULL) if the thread lost the CPU inside it. Re-arms the field. */
+/* After a timed window of ns, where the split is made (d->f set): the
+ * part of it the thread spent on a CPU (all of it unless the field shows a
+ * loss of the CPU; then the window less the wait that run_delay gained).
+ * Counts the window in *gone (if not NULL) if the thread lost the CPU
+ * inside it. Re-arms the field. */
 static inline uint64_t desched_close_window(lat_desched_t *d, uint64_t ns, uint64_t *gone)
 {
-    if (!d->f || !desched_seen(d->f))
+    if (!desched_seen(d->f))
         return ns;
     uint64_t rd = run_delay_ns(d->fd), wait = rd - d->base;
     d->base = rd;
@@ -341,19 +342,32 @@ static void path_line(const char *name, const lat_path_t *r, size_t n)
             name, n, l / d, c / d, f / d, 100 * anyf / d, 100 * longscan / d, 100 * frees / d);
 }
 
-static void lat_paths_report(bench_run_t *r, lat_paths_t *pp)
+/* Per thread: every operation's latency and the floor's as timed, the
+ * on-CPU part of each of those windows (where desched_usable), and
+ * (counting build) the path records. */
+typedef struct lat_data {
+    lat_hist_t ops, floor;
+    lat_hist_t ops_run, floor_run; /* on-CPU part of each window */
+    uint64_t gone;                 /* operations' windows in which the thread lost its CPU */
+    lat_paths_t paths;
+} lat_data_t;
+
+/* Every thread's path records (d[i].paths, freed here), merged and
+ * summarised on stderr. */
+static void lat_paths_report(bench_run_t *r, lat_data_t *d)
 {
     size_t n = 0;
     for (int i = 0; i < r->nthreads; i++)
-        n += pp[i].n;
+        n += d[i].paths.n;
     lat_path_t *all = malloc(n * sizeof *all);
     if (!all)
         abort();
     n = 0;
     for (int i = 0; i < r->nthreads; i++) {
-        memcpy(all + n, pp[i].rec, pp[i].n * sizeof *all);
-        n += pp[i].n;
-        free(pp[i].rec);
+        const lat_paths_t *pp = &d[i].paths;
+        memcpy(all + n, pp->rec, pp->n * sizeof *all);
+        n += pp->n;
+        free(pp->rec);
     }
     qsort(all, n, sizeof *all, path_cmp_ns);
     fprintf(stderr, "latency paths, %s, %d threads (counting build: times inflated by the hook):\n", r->a->name,
@@ -383,16 +397,6 @@ static void lat_paths_report(bench_run_t *r, lat_paths_t *pp)
     }
     free(all);
 }
-
-/* Per thread: every operation's latency and the floor's as timed, the
- * on-CPU part of each of those windows (where desched_usable), and
- * (counting build) the path records. */
-typedef struct lat_data {
-    lat_hist_t ops, floor;
-    lat_hist_t ops_run, floor_run; /* on-CPU part of each window */
-    uint64_t gone;                 /* operations' windows in which the thread lost its CPU */
-    lat_paths_t paths;
-} lat_data_t;
 
 static int lat_setup(bench_run_t *r)
 {
@@ -576,15 +580,8 @@ static void lat_teardown(bench_run_t *r)
     }
     free(fl);
     free(all);
-    if (bench_counting) {
-        lat_paths_t *pp = malloc((size_t)n * sizeof *pp);
-        if (!pp)
-            abort();
-        for (int i = 0; i < n; i++)
-            pp[i] = d[i].paths;
-        lat_paths_report(r, pp);
-        free(pp);
-    }
+    if (bench_counting)
+        lat_paths_report(r, d);
     free(d);
 }
 
